@@ -1,0 +1,444 @@
+/*
+ * libredlock: distributed locks on Redis.
+ *
+ * One API covers three shapes of lock:
+ *   - a single-node reentrant lock with Redisson's RLock data layout (N = 1);
+ *   - RedLock: the same name on N independent masters, held while a quorum
+ *     Q = N/2+1 of them agrees within a drift-adjusted validity window;
+ *   - MultiLock: any (node, name) pairs, all of which must be held (Q = N).
+ *
+ * Data layout on every node (shared with Redisson, so Java and C processes
+ * exclude each other): the lock NAME is a hash whose single field
+ * "<client-id>:<owner-id>" counts re-entries; the key carries the lease as its
+ * PEXPIRE; a release publishes "0" on "redisson_lock__channel:{NAME}".
+ *
+ * Threads. A redlock_client and every redlock_lock made from it may be used
+ * from any number of threads at once. The owner of a hold is the pair
+ * (client id, owner id); by default the owner id is the calling thread's id,
+ * so a lock taken on one thread must be released on the same thread. Calls
+ * ending in _as take an explicit owner id for work that moves between
+ * threads (event loops, thread pools, coroutines).
+ *
+ * Errors. Every call returns a redlock_err; REDLOCK_OK is 0. After a call
+ * fails, redlock_last_error() on the same thread describes why in one line.
+ *
+ * Time. Every duration is in milliseconds, measured on CLOCK_MONOTONIC.
+ */
+#ifndef REDLOCK_REDLOCK_H
+#define REDLOCK_REDLOCK_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* The version is defined here once; CMakeLists.txt parses these lines. */
+#define REDLOCK_VERSION_MAJOR 0
+#define REDLOCK_VERSION_MINOR 1
+#define REDLOCK_VERSION_PATCH 0
+#define REDLOCK_VERSION_STRING "0.1.0"
+
+#if defined(REDLOCK_STATIC)
+#define REDLOCK_EXTERN
+#elif defined(REDLOCK_BUILDING)
+#define REDLOCK_EXTERN __attribute__((visibility("default")))
+#else
+#define REDLOCK_EXTERN
+#endif
+
+#if defined(__GNUC__)
+#define REDLOCK_WARN_UNUSED __attribute__((warn_unused_result))
+#else
+#define REDLOCK_WARN_UNUSED
+#endif
+
+/*
+ * The error table. Codes are stable: new codes are only ever added at the
+ * end. "Expected" outcomes of a lock (BUSY, TIMEOUT, NOT_OWNER, NO_QUORUM,
+ * LOST) are ordinary results, not failures of the library, and are never
+ * logged as errors.
+ */
+#define REDLOCK_ERRNO_MAP(XX)                                                   \
+    XX(OK, "success")                                                          \
+    XX(EINVAL, "invalid argument")                                             \
+    XX(ENOMEM, "out of memory")                                                \
+    XX(EURI, "malformed node URI")                                             \
+    XX(ECONNECT, "cannot connect to node")                                     \
+    XX(EIO, "connection lost")                                                 \
+    XX(ETIMEOUT, "timed out")                                                  \
+    XX(EPROTO, "unexpected reply from server")                                 \
+    XX(ESERVER, "server replied with an error")                                \
+    XX(EAUTH, "authentication failed")                                         \
+    XX(ETLS, "TLS failure")                                                    \
+    XX(ELOADING, "server is loading its dataset")                              \
+    XX(EREADONLY, "server is a read-only replica")                             \
+    XX(EOOM, "server is out of memory")                                        \
+    XX(EBUSY, "lock is held by another owner")                                 \
+    XX(ENOT_OWNER, "lock is not held by this owner")                           \
+    XX(ELOST, "lock was lost")                                                 \
+    XX(ENO_QUORUM, "no quorum of nodes answered")                              \
+    XX(ECLOSED, "client is closing")                                           \
+    XX(ESTALE_TOKEN, "fencing token is older than one already accepted")       \
+    XX(ERANGE, "value out of range")
+
+typedef enum redlock_err {
+#define REDLOCK_ERR_ENUM_(name, msg) REDLOCK_##name,
+    REDLOCK_ERRNO_MAP(REDLOCK_ERR_ENUM_)
+#undef REDLOCK_ERR_ENUM_
+    REDLOCK_ERR_COUNT_
+} redlock_err;
+
+/* A static description of err; never NULL, also for unknown codes. */
+REDLOCK_EXTERN const char *redlock_strerror(int err);
+/* The symbolic name ("REDLOCK_EBUSY"); never NULL ("REDLOCK_UNKNOWN"). */
+REDLOCK_EXTERN const char *redlock_err_name(int err);
+/*
+ * A one-line description of the calling thread's most recent failed call,
+ * e.g. "127.0.0.1:7003: connect: Connection refused". The string is owned by
+ * the library and stays valid until the calling thread's next redlock call.
+ */
+REDLOCK_EXTERN const char *redlock_last_error(void);
+
+REDLOCK_EXTERN const char *redlock_version(void);
+
+/* ------------------------------------------------------------------------ */
+/* Options. Every field left at zero means "the default". The library copies
+ * what it keeps (strings included), so the caller's struct and strings may
+ * be freed as soon as the call returns. */
+
+typedef enum redlock_log_level {
+    REDLOCK_LOG_ERROR = 1,
+    REDLOCK_LOG_WARN = 2,
+    REDLOCK_LOG_INFO = 3,
+    REDLOCK_LOG_DEBUG = 4
+} redlock_log_level;
+
+/* Runs on whichever thread produced the message (caller, watchdog or
+ * subscriber thread); it must not call back into the library. */
+typedef void (*redlock_log_fn)(void *userdata, redlock_log_level level,
+                               const char *message);
+
+typedef struct redlock_tls_options {
+    /* Trust anchors: a PEM file and/or a hashed directory. With neither,
+     * the system's default store is used. */
+    const char *ca_file;
+    const char *ca_dir;
+    /* Client certificate and key (PEM) for servers that require mutual TLS. */
+    const char *cert_file;
+    const char *key_file;
+    /* Name sent as SNI and checked against the server certificate. Defaults
+     * to the URI's host. */
+    const char *server_name;
+    /*
+     * SECURITY: nonzero turns OFF certificate and host name verification,
+     * so anyone on the path can impersonate the server, read the password
+     * and forge lock grants. Only for throwaway test setups. Off (= verify)
+     * by default, and TLS without verification logs a warning on connect.
+     */
+    int insecure_skip_verify;
+} redlock_tls_options;
+
+typedef struct redlock_options {
+    int connect_timeout_ms;   /* TCP connect + TLS + AUTH; default 1000 */
+    /* Deadline of one request to one node. Default: min(50, lease/100) but
+     * at least 5 ms for lock operations; 1000 ms for inspection calls. */
+    int node_timeout_ms;
+    /* ACL user and password for every node; override what the URIs say. */
+    const char *username;
+    const char *password;
+    redlock_tls_options tls;  /* applies to rediss:// nodes */
+
+    int watchdog_lease_ms;    /* lease when none is given; default 30000 */
+    /* Cap on the total time the watchdog keeps one hold alive (0 = none).
+     * When reached the hold is reported lost with REDLOCK_ETIMEOUT. */
+    int64_t watchdog_max_hold_ms;
+    double drift_factor;      /* default 0.01 */
+    int retry_delay_ms;       /* upper bound of the random retry delay; 50 */
+    /* Nonzero: waiters do not subscribe for release messages and only
+     * retry after the random delay or the holder's TTL (for comparison). */
+    int disable_pubsub;
+
+    redlock_log_fn log_fn;    /* NULL: no logging */
+    void *log_userdata;
+    redlock_log_level log_level; /* 0 = REDLOCK_LOG_WARN */
+} redlock_options;
+
+/* ------------------------------------------------------------------------ */
+/* Client. */
+
+typedef struct redlock_client redlock_client;
+
+/*
+ * Creates a client for n_nodes independent Redis nodes given as URIs:
+ *   redis://[user[:password]@]host[:port][/db]      (port 6379, db 0)
+ *   rediss://...                                     (TLS, see options.tls)
+ *   unix:///path/to/socket[?db=N]
+ * IPv6 literals go in brackets ("redis://[::1]:7001"); user and password
+ * may be percent-encoded. Connections are opened lazily, so an unreachable
+ * node is not an error here. The client gets a fresh random UUID as its
+ * client id and starts its watchdog and subscriber threads.
+ *
+ * opts may be NULL (all defaults). On success *out owns a new client that
+ * must be freed with redlock_client_free().
+ * Returns REDLOCK_OK, REDLOCK_EINVAL (NULL out/uris, n_nodes == 0 or above
+ * 64, bad option), REDLOCK_EURI (with the URI's index and the reason in
+ * redlock_last_error()), REDLOCK_ETLS (CA or key files unusable) or
+ * REDLOCK_ENOMEM.
+ */
+REDLOCK_EXTERN int redlock_client_new(redlock_client **out,
+                                      const char *const *uris, size_t n_nodes,
+                                      const redlock_options *opts)
+    REDLOCK_WARN_UNUSED;
+
+/*
+ * Stops the background threads and closes every connection. Holds still
+ * registered with the watchdog are not released (their keys expire after
+ * the lease); release them first. Every lock made from the client must be
+ * freed before or not used after. NULL is allowed.
+ */
+REDLOCK_EXTERN void redlock_client_free(redlock_client *client);
+
+/* The client id (a UUID, 36 characters); owned by the client. */
+REDLOCK_EXTERN const char *redlock_client_id(const redlock_client *client);
+REDLOCK_EXTERN size_t redlock_client_node_count(const redlock_client *client);
+/* "host:port" or the socket path of node i, for messages; NULL if out of
+ * range. Owned by the client. */
+REDLOCK_EXTERN const char *redlock_client_node_name(const redlock_client *c,
+                                                    size_t i);
+
+/* The default owner id: the calling thread's id (Linux gettid()). */
+REDLOCK_EXTERN uint64_t redlock_thread_owner(void);
+
+/* ------------------------------------------------------------------------ */
+/* Locks. */
+
+typedef struct redlock_lock redlock_lock;
+
+/* The quorum that makes a MultiLock: every member must be held. */
+#define REDLOCK_QUORUM_ALL (-1)
+
+typedef struct redlock_lock_options {
+    /* 0 = N/2+1 (RedLock); REDLOCK_QUORUM_ALL = N (MultiLock); otherwise
+     * 1 <= quorum <= N. With one member every value means 1. */
+    int quorum;
+    /* Nonzero: every fresh acquisition obtains a fencing token that is
+     * larger than every earlier token of this name on a quorum (costs one
+     * more round trip). See redlock_lock_token(). */
+    int fencing;
+} redlock_lock_options;
+
+typedef struct redlock_member {
+    size_t node;       /* index into the client's node list */
+    const char *name;  /* lock name (the hash key) on that node */
+} redlock_member;
+
+/*
+ * Why a lock was lost: REDLOCK_ENOT_OWNER (our field vanished or someone
+ * else holds the key on too many members), REDLOCK_ENO_QUORUM (too few
+ * members answered before validity ran out) or REDLOCK_ETIMEOUT (the
+ * watchdog_max_hold_ms cap was reached).
+ *
+ * Runs on the client's watchdog thread (or on the calling thread if the
+ * loss is found during a call). It must return quickly and must not call
+ * redlock functions on the same lock; signalling a thread is the intent.
+ */
+typedef void (*redlock_on_lost_fn)(void *userdata, redlock_lock *lock,
+                                   uint64_t owner, int reason);
+
+/*
+ * A lock named `name` on every node of the client (RedLock over all nodes,
+ * or the single-node lock when the client has one node). Names must be
+ * 1..65536 bytes. opts may be NULL. The lock keeps a reference to client,
+ * which must outlive it. Free with redlock_lock_free().
+ * Returns REDLOCK_OK, REDLOCK_EINVAL (name empty or too long, bad quorum)
+ * or REDLOCK_ENOMEM.
+ */
+REDLOCK_EXTERN int redlock_lock_new(redlock_client *client, const char *name,
+                                    const redlock_lock_options *opts,
+                                    redlock_lock **out) REDLOCK_WARN_UNUSED;
+
+/*
+ * A lock over arbitrary (node, name) members: MultiLock when quorum is
+ * REDLOCK_QUORUM_ALL. A node may appear more than once with different
+ * names. Same returns as redlock_lock_new(), plus REDLOCK_EINVAL for a node
+ * index out of range or n_members == 0.
+ */
+REDLOCK_EXTERN int redlock_multilock_new(redlock_client *client,
+                                         const redlock_member *members,
+                                         size_t n_members,
+                                         const redlock_lock_options *opts,
+                                         redlock_lock **out)
+    REDLOCK_WARN_UNUSED;
+
+/* Frees the handle; does not release holds (their leases run out and the
+ * watchdog stops renewing them). NULL is allowed. */
+REDLOCK_EXTERN void redlock_lock_free(redlock_lock *lock);
+
+REDLOCK_EXTERN const char *redlock_lock_name(const redlock_lock *lock);
+REDLOCK_EXTERN size_t redlock_lock_member_count(const redlock_lock *lock);
+REDLOCK_EXTERN int redlock_lock_quorum(const redlock_lock *lock);
+
+/* Called once per loss; NULL clears it. Set it before acquiring. */
+REDLOCK_EXTERN void redlock_lock_set_on_lost(redlock_lock *lock,
+                                             redlock_on_lost_fn fn,
+                                             void *userdata);
+
+/*
+ * The general acquire. wait_ms < 0 waits forever, 0 makes one attempt,
+ * > 0 waits up to that long. lease_ms <= 0 means the watchdog lease,
+ * renewed every lease/3 until release; a positive lease_ms is fixed and
+ * never renewed. The same owner may acquire again (re-entry): the hold
+ * count goes up and the lease is reset.
+ *
+ * Returns REDLOCK_OK (held), REDLOCK_EBUSY (wait_ms == 0 and another owner
+ * holds it), REDLOCK_ETIMEOUT (waited wait_ms), REDLOCK_ENO_QUORUM (too few
+ * members reachable, with wait_ms == 0 or when the wait ended while nodes
+ * were failing), REDLOCK_EINVAL, REDLOCK_ECLOSED. While waiting, a waiter
+ * is woken by the release message of any member and otherwise retries when
+ * the holder's TTL runs out or after a random delay.
+ */
+REDLOCK_EXTERN int redlock_acquire_as(redlock_lock *lock, uint64_t owner,
+                                      int64_t wait_ms, int64_t lease_ms)
+    REDLOCK_WARN_UNUSED;
+
+/* Blocks until held; watchdog lease. */
+REDLOCK_EXTERN int redlock_lock_acquire(redlock_lock *lock) REDLOCK_WARN_UNUSED;
+/* Blocks until held; fixed lease, no watchdog. */
+REDLOCK_EXTERN int redlock_lock_acquire_lease(redlock_lock *lock,
+                                              int64_t lease_ms)
+    REDLOCK_WARN_UNUSED;
+/* One attempt; watchdog lease. REDLOCK_EBUSY if held elsewhere. */
+REDLOCK_EXTERN int redlock_try_lock(redlock_lock *lock) REDLOCK_WARN_UNUSED;
+/* Waits up to wait_ms; lease_ms <= 0 means watchdog. */
+REDLOCK_EXTERN int redlock_try_lock_for(redlock_lock *lock, int64_t wait_ms,
+                                        int64_t lease_ms) REDLOCK_WARN_UNUSED;
+
+/*
+ * Drops one hold of owner. When the count reaches zero the lock is deleted
+ * on every member, a release message is published and the watchdog stops
+ * renewing it before the release is sent. Members that do not answer within
+ * the node timeout are released in the background until the lease could
+ * have expired on them, so this never hangs on a dead node.
+ *
+ * Returns REDLOCK_OK, REDLOCK_ENOT_OWNER (owner does not hold it: never a
+ * silent success), REDLOCK_ELOST (the hold was lost before; the lost state
+ * is cleared by this call), REDLOCK_EINVAL.
+ */
+REDLOCK_EXTERN int redlock_unlock_as(redlock_lock *lock, uint64_t owner);
+REDLOCK_EXTERN int redlock_unlock(redlock_lock *lock);
+
+/* Deletes the lock on every member whoever holds it, and publishes the
+ * release. *released (may be NULL) gets the number of members on which a
+ * key was deleted. REDLOCK_ENO_QUORUM if fewer than a quorum answered. */
+REDLOCK_EXTERN int redlock_force_unlock(redlock_lock *lock, size_t *released);
+
+/* *locked = 1 if at least a quorum of members hold the key (anyone). */
+REDLOCK_EXTERN int redlock_is_locked(redlock_lock *lock, int *locked);
+/* *held = 1 if owner holds it on at least a quorum of members and this
+ * handle has not seen it lost. */
+REDLOCK_EXTERN int redlock_is_held_as(redlock_lock *lock, uint64_t owner,
+                                      int *held);
+REDLOCK_EXTERN int redlock_is_held_by_current_thread(redlock_lock *lock,
+                                                     int *held);
+/* Re-entry count of owner as stored on a quorum of members (0 if none). */
+REDLOCK_EXTERN int redlock_hold_count_as(redlock_lock *lock, uint64_t owner,
+                                         int *count);
+REDLOCK_EXTERN int redlock_hold_count(redlock_lock *lock, int *count);
+/*
+ * If owner holds the lock through this handle: the remaining validity (ms),
+ * computed locally. Otherwise the time until fewer than a quorum of
+ * members hold the key (the quorum-th largest PTTL); -2 if not locked, -1
+ * if locked without expiry (only a foreign writer can do that).
+ */
+REDLOCK_EXTERN int redlock_remaining_ttl_as(redlock_lock *lock, uint64_t owner,
+                                            int64_t *ttl_ms);
+REDLOCK_EXTERN int redlock_remaining_ttl(redlock_lock *lock, int64_t *ttl_ms);
+
+/* The fencing token of owner's current hold (fencing locks only);
+ * REDLOCK_ENOT_OWNER if owner does not hold it through this handle. */
+REDLOCK_EXTERN int redlock_lock_token_as(redlock_lock *lock, uint64_t owner,
+                                         uint64_t *token);
+REDLOCK_EXTERN int redlock_lock_token(redlock_lock *lock, uint64_t *token);
+
+/* ------------------------------------------------------------------------ */
+/* Observability. */
+
+typedef enum redlock_member_outcome {
+    REDLOCK_MEMBER_NONE = 0,     /* not contacted (decided early) */
+    REDLOCK_MEMBER_GRANTED,      /* acquired / renewed / released */
+    REDLOCK_MEMBER_HELD_ELSEWHERE, /* another owner holds it; see pttl_ms */
+    REDLOCK_MEMBER_NOT_HELD,     /* release/renew: our field was absent */
+    REDLOCK_MEMBER_TIMEOUT,      /* no answer before the node timeout */
+    REDLOCK_MEMBER_ERROR         /* connection or server error; see err */
+} redlock_member_outcome;
+
+typedef struct redlock_member_report {
+    redlock_member_outcome outcome;
+    int err;                     /* redlock_err for ERROR/TIMEOUT */
+    int64_t pttl_ms;             /* HELD_ELSEWHERE: the holder's TTL */
+    int64_t latency_us;          /* request to reply, -1 without reply */
+    char message[128];           /* server or transport message, or "" */
+} redlock_member_report;
+
+/* The per-member outcome of the most recent acquire or release attempt
+ * made through this handle by the calling thread. */
+REDLOCK_EXTERN int redlock_lock_report(redlock_lock *lock, size_t member,
+                                       redlock_member_report *out);
+
+#define REDLOCK_LATENCY_BUCKETS 24
+typedef struct redlock_stats {
+    uint64_t attempts;           /* acquire attempts (each retry counts) */
+    uint64_t acquired;           /* successful acquisitions */
+    uint64_t busy;               /* attempts refused because held */
+    uint64_t no_quorum;          /* attempts without a quorum answering */
+    uint64_t released;
+    uint64_t lost;               /* holds reported lost */
+    uint64_t renewals;           /* watchdog renew requests sent */
+    uint64_t watchdog_ticks;
+    uint64_t watchdog_batches;   /* pipelined batches (one per node/tick) */
+    uint64_t background_releases; /* releases retried after a timeout */
+    /* Successful acquire latency: bucket i counts latencies in
+     * [2^i, 2^(i+1)) microseconds (bucket 0 also holds < 1 us). */
+    uint64_t acquire_latency_us[REDLOCK_LATENCY_BUCKETS];
+} redlock_stats;
+
+REDLOCK_EXTERN int redlock_client_stats(redlock_client *client,
+                                        redlock_stats *out);
+/* Failures (timeouts, connection and server errors) seen on node i. */
+REDLOCK_EXTERN int redlock_client_node_failures(redlock_client *client,
+                                                size_t node, uint64_t *out);
+
+/* What one member node stores for a lock name (for inspection tools). */
+typedef struct redlock_member_state {
+    int reachable;               /* 0: err/message say why */
+    int err;
+    char message[128];
+    int exists;                  /* the key exists */
+    char holder[160];            /* first hash field ("<uuid>:<owner>") */
+    size_t holders;              /* number of hash fields */
+    int64_t hold_count;
+    int64_t pttl_ms;             /* -2 absent, -1 no expiry */
+    uint64_t token;              /* stored fencing token, 0 if none */
+} redlock_member_state;
+
+/* Reads member i's state with one round trip (inspection timeout). */
+REDLOCK_EXTERN int redlock_lock_inspect(redlock_lock *lock, size_t member,
+                                        redlock_member_state *out);
+
+/* ------------------------------------------------------------------------ */
+/* Fenced writes (for a resource stored in Redis, normally on a separate
+ * storage node): sets key to value only if token >= the largest token the
+ * key has accepted. The token is kept in a companion hash field, so the
+ * resource is the hash "key" with fields "value" and "fence_token".
+ * Returns REDLOCK_OK, REDLOCK_ESTALE_TOKEN, or a transport error. node is
+ * an index into the client's nodes. */
+REDLOCK_EXTERN int redlock_fenced_set(redlock_client *client, size_t node,
+                                      const char *key, const char *value,
+                                      size_t value_len, uint64_t token);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* REDLOCK_REDLOCK_H */

@@ -1,0 +1,33 @@
+/* Node URIs: redis://, rediss:// and unix://. Pure parsing, no I/O. */
+#ifndef REDLOCK_CONFIG_URI_H
+#define REDLOCK_CONFIG_URI_H
+
+#include <stddef.h>
+
+typedef enum redlock__node_kind {
+    REDLOCK__NODE_TCP = 1,
+    REDLOCK__NODE_TLS,
+    REDLOCK__NODE_UNIX
+} redlock__node_kind;
+
+typedef struct redlock__node_uri {
+    redlock__node_kind kind;
+    char *host;      /* TCP/TLS: host name or address, IPv6 without [] */
+    int port;        /* TCP/TLS: 1..65535, default 6379 */
+    char *path;      /* UNIX: socket path */
+    char *username;  /* percent-decoded; NULL if absent */
+    char *password;  /* percent-decoded; NULL if absent */
+    int db;          /* 0 if absent */
+    char *display;   /* "host:port", "[::1]:port" or the path; never NULL */
+} redlock__node_uri;
+
+/* Parses uri into *out (which the caller zeroes or clears first).
+ * Returns REDLOCK_OK, REDLOCK_EURI with a reason in err (e.g. "port 0 out of
+ * range 1..65535"), or REDLOCK_ENOMEM. On failure *out holds nothing. */
+int redlock__uri_parse(const char *uri, redlock__node_uri *out, char *err,
+                       size_t err_cap);
+
+/* Frees the strings of u and zeroes it; safe on a zeroed struct. */
+void redlock__uri_clear(redlock__node_uri *u);
+
+#endif

@@ -1,0 +1,136 @@
+#define _GNU_SOURCE
+#include "core/util.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+int64_t redlock__now_ns(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec;
+}
+
+/* xorshift64*: retry jitter and request ids need speed and independence
+ * between threads, not cryptographic strength; the seed comes from the
+ * kernel so two processes never share a sequence. */
+static _Thread_local uint64_t rng_state;
+
+static uint64_t rng_next(void)
+{
+    uint64_t x;
+
+    if (rng_state == 0) {
+        if (getrandom(&rng_state, sizeof(rng_state), 0) !=
+                (ssize_t)sizeof(rng_state) ||
+            rng_state == 0)
+            rng_state = (uint64_t)redlock__now_ns() ^
+                        ((uint64_t)redlock__gettid() << 32) ^ 0x9e3779b97f4a7c15ULL;
+    }
+    x = rng_state;
+    x ^= x >> 12;
+    x ^= x << 25;
+    x ^= x >> 27;
+    rng_state = x;
+    return x * 0x2545F4914F6CDD1DULL;
+}
+
+uint64_t redlock__rand_below(uint64_t bound)
+{
+    return bound ? rng_next() % bound : 0;
+}
+
+void redlock__rand_hex(char *hex, size_t nbytes)
+{
+    static const char digits[] = "0123456789abcdef";
+    size_t i;
+
+    for (i = 0; i < nbytes; i++) {
+        unsigned byte = (unsigned)(rng_next() & 0xff);
+        hex[2 * i] = digits[byte >> 4];
+        hex[2 * i + 1] = digits[byte & 15];
+    }
+    hex[2 * nbytes] = '\0';
+}
+
+void redlock__uuid(char out[37])
+{
+    unsigned char b[16];
+    size_t i;
+
+    /* The client id must be unique across every process sharing a lock:
+     * take it from the kernel, not from the per-thread generator. */
+    if (getrandom(b, sizeof(b), 0) != (ssize_t)sizeof(b)) {
+        for (i = 0; i < sizeof(b); i++)
+            b[i] = (unsigned char)rng_next();
+    }
+    b[6] = (unsigned char)((b[6] & 0x0f) | 0x40);
+    b[8] = (unsigned char)((b[8] & 0x3f) | 0x80);
+    snprintf(out, 37,
+             "%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x",
+             b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10],
+             b[11], b[12], b[13], b[14], b[15]);
+}
+
+uint64_t redlock__gettid(void)
+{
+    return (uint64_t)syscall(SYS_gettid);
+}
+
+char *redlock__strdup(const char *s)
+{
+    return s ? strdup(s) : NULL;
+}
+
+int redlock__buf_append(redlock__buf *b, const void *p, size_t n)
+{
+    if (b->off > 0 && b->off == b->len)
+        b->off = b->len = 0;
+    if (b->len + n > b->cap) {
+        size_t cap = b->cap ? b->cap : 256;
+        char *data;
+
+        /* Slide unread bytes to the front before growing. */
+        if (b->off > 0) {
+            memmove(b->data, b->data + b->off, b->len - b->off);
+            b->len -= b->off;
+            b->off = 0;
+        }
+        while (cap < b->len + n)
+            cap *= 2;
+        if (cap != b->cap) {
+            data = realloc(b->data, cap);
+            if (!data)
+                return -1;
+            b->data = data;
+            b->cap = cap;
+        }
+    }
+    memcpy(b->data + b->len, p, n);
+    b->len += n;
+    return 0;
+}
+
+void redlock__buf_consume(redlock__buf *b, size_t n)
+{
+    b->off += n;
+    if (b->off >= b->len)
+        b->off = b->len = 0;
+}
+
+void redlock__buf_reset(redlock__buf *b)
+{
+    b->off = b->len = 0;
+}
+
+void redlock__buf_free(redlock__buf *b)
+{
+    free(b->data);
+    memset(b, 0, sizeof(*b));
+}

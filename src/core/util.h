@@ -1,0 +1,46 @@
+/* Clock, randomness and small helpers shared by every module. */
+#ifndef REDLOCK_CORE_UTIL_H
+#define REDLOCK_CORE_UTIL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define REDLOCK__NS_PER_MS 1000000LL
+
+/* CLOCK_MONOTONIC in nanoseconds: every deadline and validity uses it. */
+int64_t redlock__now_ns(void);
+
+/* Uniform random integer in [0, bound) from a per-thread generator seeded
+ * from getrandom(); bound 0 returns 0. */
+uint64_t redlock__rand_below(uint64_t bound);
+
+/* Fills hex (2 * nbytes + 1 bytes) with random lowercase hex digits. */
+void redlock__rand_hex(char *hex, size_t nbytes);
+
+/* A random RFC 4122 version 4 UUID, 36 characters plus NUL. */
+void redlock__uuid(char out[37]);
+
+/* The calling thread's kernel id. */
+uint64_t redlock__gettid(void);
+
+/* strdup that returns NULL for NULL. */
+char *redlock__strdup(const char *s);
+
+/* A growable byte buffer with a read offset, for socket I/O. */
+typedef struct redlock__buf {
+    char *data;
+    size_t len; /* bytes stored */
+    size_t off; /* bytes already consumed from the front */
+    size_t cap;
+} redlock__buf;
+
+int redlock__buf_append(redlock__buf *b, const void *p, size_t n);
+void redlock__buf_consume(redlock__buf *b, size_t n);
+void redlock__buf_reset(redlock__buf *b);
+void redlock__buf_free(redlock__buf *b);
+static inline size_t redlock__buf_pending(const redlock__buf *b)
+{
+    return b->len - b->off;
+}
+
+#endif

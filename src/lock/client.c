@@ -1,0 +1,293 @@
+#define _GNU_SOURCE
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "config/uri.h"
+#include "core/error.h"
+#include "core/util.h"
+#include "lock/internal.h"
+#include "transport/pubsub.h"
+#include "transport/tls.h"
+
+#define DEFAULT_CONNECT_TIMEOUT_MS 1000
+#define DEFAULT_WATCHDOG_LEASE_MS 30000
+#define DEFAULT_DRIFT_FACTOR 0.01
+#define DEFAULT_RETRY_DELAY_MS 50
+
+void redlock__stat_add(uint64_t *counter, uint64_t n)
+{
+    __atomic_add_fetch(counter, n, __ATOMIC_RELAXED);
+}
+
+void redlock__log(redlock_client *c, redlock_log_level level, const char *fmt, ...)
+{
+    char msg[512];
+    va_list ap;
+
+    if (!c->log_fn || level > c->log_level)
+        return;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof(msg), fmt, ap);
+    va_end(ap);
+    c->log_fn(c->log_userdata, level, msg);
+}
+
+int64_t redlock__node_timeout_ns(const redlock_client *c, int64_t lease_ms)
+{
+    int64_t ms = c->node_timeout_ms;
+
+    /* Far below the lease, so one slow node costs little validity, but not
+     * so small that a busy machine turns every request into a timeout. */
+    if (ms <= 0) {
+        ms = lease_ms / 100;
+        if (ms > 50)
+            ms = 50;
+        if (ms < 10)
+            ms = 10;
+    }
+    return ms * REDLOCK__NS_PER_MS;
+}
+
+void redlock__owner_field(const redlock_client *c, uint64_t owner, char *out, size_t cap)
+{
+    snprintf(out, cap, "%s:%llu", c->id, (unsigned long long)owner);
+}
+
+uint64_t redlock_thread_owner(void)
+{
+    return redlock__gettid();
+}
+
+static int check_options(const redlock_options *o)
+{
+    if (o->connect_timeout_ms < 0)
+        return redlock__fail(REDLOCK_EINVAL, "connect_timeout_ms must be >= 0");
+    if (o->node_timeout_ms < 0)
+        return redlock__fail(REDLOCK_EINVAL, "node_timeout_ms must be >= 0");
+    if (o->watchdog_lease_ms < 0)
+        return redlock__fail(REDLOCK_EINVAL, "watchdog_lease_ms must be >= 0");
+    if (o->watchdog_max_hold_ms < 0)
+        return redlock__fail(REDLOCK_EINVAL, "watchdog_max_hold_ms must be >= 0");
+    if (o->retry_delay_ms < 0)
+        return redlock__fail(REDLOCK_EINVAL, "retry_delay_ms must be >= 0");
+    if (!(o->drift_factor >= 0.0 && o->drift_factor < 0.5))
+        return redlock__fail(REDLOCK_EINVAL, "drift_factor must be in [0, 0.5)");
+    return REDLOCK_OK;
+}
+
+static int copy_options(redlock_client *c, const redlock_options *o)
+{
+    const char *tls[5] = {o->tls.ca_file, o->tls.ca_dir, o->tls.cert_file,
+                          o->tls.key_file, o->tls.server_name};
+    size_t i;
+
+    c->connect_timeout_ms = o->connect_timeout_ms ? o->connect_timeout_ms
+                                                  : DEFAULT_CONNECT_TIMEOUT_MS;
+    c->node_timeout_ms = o->node_timeout_ms;
+    c->watchdog_lease_ms = o->watchdog_lease_ms ? o->watchdog_lease_ms
+                                                : DEFAULT_WATCHDOG_LEASE_MS;
+    c->max_hold_ms = o->watchdog_max_hold_ms;
+    c->drift_factor = o->drift_factor > 0 ? o->drift_factor : DEFAULT_DRIFT_FACTOR;
+    c->retry_delay_ms = o->retry_delay_ms ? o->retry_delay_ms : DEFAULT_RETRY_DELAY_MS;
+    c->disable_pubsub = o->disable_pubsub;
+    c->log_fn = o->log_fn;
+    c->log_userdata = o->log_userdata;
+    c->log_level = o->log_level ? o->log_level : REDLOCK_LOG_WARN;
+    c->username = redlock__strdup(o->username);
+    c->password = redlock__strdup(o->password);
+    if ((o->username && !c->username) || (o->password && !c->password))
+        return REDLOCK_ENOMEM;
+    for (i = 0; i < 5; i++) {
+        c->tls_strings[i] = redlock__strdup(tls[i]);
+        if (tls[i] && !c->tls_strings[i])
+            return REDLOCK_ENOMEM;
+    }
+    return REDLOCK_OK;
+}
+
+static int setup_nodes(redlock_client *c, const char *const *uris, const redlock_options *o)
+{
+    size_t i;
+    int rc;
+
+    for (i = 0; i < c->n_nodes; i++) {
+        redlock__node *n = &c->nodes[i];
+        char err[160];
+
+        if (!uris[i])
+            return redlock__fail(REDLOCK_EURI, "node %zu: empty URI", i);
+        rc = redlock__uri_parse(uris[i], &n->uri, err, sizeof(err));
+        if (rc == REDLOCK_EURI)
+            return redlock__fail(rc, "node %zu (%s): %s", i, uris[i], err);
+        if (rc)
+            return redlock__fail(rc, "out of memory");
+        /* Options override what the URI says, so one set of credentials
+         * can serve nodes listed without them. */
+        n->username = c->username ? c->username : n->uri.username;
+        n->password = c->password ? c->password : n->uri.password;
+        if (n->username && !n->password)
+            return redlock__fail(REDLOCK_EINVAL, "node %zu (%s): user without password", i,
+                                 n->uri.display);
+        if (n->uri.kind == REDLOCK__NODE_TLS) {
+            if (!c->ssl_ctx && (rc = redlock__tls_ctx_new(&o->tls, &c->ssl_ctx)) != REDLOCK_OK)
+                return rc;
+            n->ssl_ctx = c->ssl_ctx;
+            n->tls_server_name = c->tls_strings[4] ? c->tls_strings[4] : n->uri.host;
+            n->tls_verify = !o->tls.insecure_skip_verify;
+            if (!n->tls_verify)
+                redlock__log(c, REDLOCK_LOG_WARN,
+                             "%s: TLS certificate verification is OFF (insecure_skip_verify)",
+                             n->uri.display);
+        }
+    }
+    return REDLOCK_OK;
+}
+
+static void client_destroy(redlock_client *c)
+{
+    size_t i;
+
+    if (!c)
+        return;
+    redlock__watchdog_stop(c);
+    if (c->net.pubsub)
+        redlock__pubsub_free(c->net.pubsub);
+    if (c->net.node_failures)
+        redlock__net_destroy(&c->net);
+    for (i = 0; c->nodes && i < c->n_nodes; i++)
+        redlock__uri_clear(&c->nodes[i].uri);
+    free(c->nodes);
+    redlock__tls_ctx_free(c->ssl_ctx);
+    free(c->username);
+    free(c->password);
+    for (i = 0; i < 5; i++)
+        free(c->tls_strings[i]);
+    free(c);
+}
+
+static int client_alloc(redlock_client **out, size_t n_nodes, const redlock_options *opts)
+{
+    static const redlock_options defaults;
+    redlock_client *c;
+    int rc;
+
+    if (!opts)
+        opts = &defaults;
+    if ((rc = check_options(opts)) != REDLOCK_OK)
+        return rc;
+    c = calloc(1, sizeof(*c));
+    if (!c)
+        return redlock__fail(REDLOCK_ENOMEM, "out of memory");
+    c->n_nodes = n_nodes;
+    c->nodes = calloc(n_nodes, sizeof(redlock__node));
+    if (!c->nodes || copy_options(c, opts) != REDLOCK_OK) {
+        client_destroy(c);
+        return redlock__fail(REDLOCK_ENOMEM, "out of memory");
+    }
+    redlock__uuid(c->id);
+    *out = c;
+    return REDLOCK_OK;
+}
+
+int redlock_client_new(redlock_client **out, const char *const *uris, size_t n_nodes,
+                       const redlock_options *opts)
+{
+    redlock_client *c = NULL;
+    int rc;
+
+    if (!out)
+        return redlock__fail(REDLOCK_EINVAL, "out is NULL");
+    *out = NULL;
+    if (!uris || n_nodes == 0)
+        return redlock__fail(REDLOCK_EINVAL, "at least one node is required");
+    if (n_nodes > REDLOCK__MAX_NODES)
+        return redlock__fail(REDLOCK_EINVAL, "at most %d nodes", REDLOCK__MAX_NODES);
+    if ((rc = client_alloc(&c, n_nodes, opts)) != REDLOCK_OK)
+        return rc;
+    if ((rc = setup_nodes(c, uris, opts ? opts : &(redlock_options){0})) != REDLOCK_OK)
+        goto fail;
+    rc = redlock__net_init(&c->net, c->nodes, n_nodes, c->connect_timeout_ms);
+    if (rc == REDLOCK_OK && !c->disable_pubsub)
+        rc = redlock__pubsub_new(c->nodes, n_nodes, c->connect_timeout_ms, &c->net.pubsub);
+    if (rc != REDLOCK_OK) {
+        rc = redlock__fail(rc, "cannot set up the transport");
+        goto fail;
+    }
+    c->tp.ops = &redlock__net_ops;
+    c->tp.ctx = &c->net;
+    if ((rc = redlock__watchdog_start(c)) != REDLOCK_OK)
+        goto fail;
+    *out = c;
+    return REDLOCK_OK;
+fail:
+    client_destroy(c);
+    return rc;
+}
+
+int redlock__client_new_with_transport(redlock_client **out, size_t n_nodes,
+                                       const redlock_options *opts,
+                                       const redlock__transport *tp)
+{
+    redlock_client *c = NULL;
+    int rc;
+
+    *out = NULL;
+    if ((rc = client_alloc(&c, n_nodes, opts)) != REDLOCK_OK)
+        return rc;
+    c->tp = *tp;
+    if ((rc = redlock__watchdog_start(c)) != REDLOCK_OK) {
+        client_destroy(c);
+        return rc;
+    }
+    *out = c;
+    return REDLOCK_OK;
+}
+
+void redlock_client_free(redlock_client *c)
+{
+    client_destroy(c);
+}
+
+const char *redlock_client_id(const redlock_client *c)
+{
+    return c ? c->id : "";
+}
+
+size_t redlock_client_node_count(const redlock_client *c)
+{
+    return c ? c->n_nodes : 0;
+}
+
+const char *redlock_client_node_name(const redlock_client *c, size_t i)
+{
+    if (!c || i >= c->n_nodes || !c->nodes[i].uri.display)
+        return NULL;
+    return c->nodes[i].uri.display;
+}
+
+int redlock_client_stats(redlock_client *c, redlock_stats *out)
+{
+    size_t i;
+    const uint64_t *src;
+    uint64_t *dst;
+
+    if (!c || !out)
+        return redlock__fail(REDLOCK_EINVAL, "NULL argument");
+    src = (const uint64_t *)&c->stats;
+    dst = (uint64_t *)out;
+    for (i = 0; i < sizeof(*out) / sizeof(uint64_t); i++)
+        dst[i] = __atomic_load_n(&src[i], __ATOMIC_RELAXED);
+    return REDLOCK_OK;
+}
+
+int redlock_client_node_failures(redlock_client *c, size_t node, uint64_t *out)
+{
+    if (!c || !out || node >= c->n_nodes)
+        return redlock__fail(REDLOCK_EINVAL, "node index out of range");
+    *out = c->net.node_failures ? __atomic_load_n(&c->net.node_failures[node],
+                                                  __ATOMIC_RELAXED)
+                                : 0;
+    return REDLOCK_OK;
+}

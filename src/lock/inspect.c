@@ -1,0 +1,381 @@
+/*
+ * Read-only questions about a lock (is it locked, by whom, for how long)
+ * answered by a quorum of members, plus force_unlock and fenced writes.
+ */
+#include <hiredis/hiredis.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/error.h"
+#include "core/util.h"
+#include "lock/internal.h"
+#include "lock/plan.h"
+#include "resp/scripts.h"
+
+#define INSPECT_TIMEOUT_MS 1000
+
+typedef struct inspect_ctx {
+    const redlock_lock *l;
+    const redlock__plan *plan;
+    redlock_member_state *states;
+    const char *field;          /* owner field to count, or NULL */
+    int64_t *owner_count;       /* per member: holds of field */
+} inspect_ctx;
+
+static int fill_inspect(void *ud, size_t m, const char **argv, char **owned)
+{
+    inspect_ctx *x = ud;
+
+    (void)owned;
+    argv[0] = x->l->members[m].name;
+    argv[1] = x->l->members[m].token_key;
+    return 0;
+}
+
+static int64_t parse_i64(const redisReply *r)
+{
+    if (r->type == REDIS_REPLY_INTEGER)
+        return r->integer;
+    if (r->type == REDIS_REPLY_STRING)
+        return strtoll(r->str, NULL, 10);
+    return 0;
+}
+
+static void read_state(inspect_ctx *x, size_t m, const redisReply *r)
+{
+    redlock_member_state *st = &x->states[m];
+    size_t i;
+
+    if (r->type == REDIS_REPLY_ERROR) {
+        st->err = redlock__server_error_code(r->str);
+        redlock__copy_msg(st->message, sizeof(st->message), r->str);
+        return;
+    }
+    if (r->type != REDIS_REPLY_ARRAY || r->elements < 2 || r->elements % 2 != 0 ||
+        r->element[0]->type != REDIS_REPLY_INTEGER) {
+        st->err = REDLOCK_EPROTO;
+        redlock__copy_msg(st->message, sizeof(st->message), "unexpected reply to inspect");
+        return;
+    }
+    st->reachable = 1;
+    st->pttl_ms = r->element[0]->integer;
+    st->exists = st->pttl_ms != -2;
+    st->token = (uint64_t)parse_i64(r->element[1]);
+    st->holders = (r->elements - 2) / 2;
+    for (i = 2; i + 1 < r->elements; i += 2) {
+        const redisReply *f = r->element[i];
+
+        if (f->type != REDIS_REPLY_STRING)
+            continue;
+        if (i == 2) {
+            redlock__copy_msg(st->holder, sizeof(st->holder), f->str);
+            st->hold_count = parse_i64(r->element[i + 1]);
+        }
+        if (x->field && strcmp(f->str, x->field) == 0)
+            x->owner_count[m] = parse_i64(r->element[i + 1]);
+    }
+}
+
+static int on_inspect_reply(void *ud, size_t batch, size_t call, int err,
+                            const char *msg, redisReply *r)
+{
+    inspect_ctx *x = ud;
+    size_t m = redlock__plan_member(x->plan, batch, call);
+
+    if (err) {
+        x->states[m].err = err;
+        redlock__copy_msg(x->states[m].message, sizeof(x->states[m].message), msg);
+        return 0;
+    }
+    read_state(x, m, r);
+    return 0;
+}
+
+static int64_t inspect_timeout_ns(const redlock_client *c)
+{
+    return (c->node_timeout_ms > 0 ? c->node_timeout_ms : INSPECT_TIMEOUT_MS) *
+           REDLOCK__NS_PER_MS;
+}
+
+/* Reads every member (or only `only` when it is < n). */
+static int inspect_members(redlock_lock *l, size_t only, const char *field,
+                           redlock_member_state *states, int64_t *owner_count)
+{
+    redlock_client *c = l->client;
+    unsigned char include[REDLOCK__MAX_NODES];
+    inspect_ctx x = {l, NULL, states, field, owner_count};
+    redlock__plan p;
+    size_t m;
+    int rc;
+
+    for (m = 0; m < l->n; m++) {
+        include[m] = only >= l->n || only == m;
+        memset(&states[m], 0, sizeof(states[m]));
+        states[m].pttl_ms = -2;
+        if (owner_count)
+            owner_count[m] = 0;
+    }
+    rc = redlock__plan_build(&p, l, include, REDLOCK__SCRIPT_INSPECT, 2, 2, fill_inspect, &x,
+                             c->tp.ops->now_ns(c->tp.ctx) + inspect_timeout_ns(c));
+    if (rc)
+        return rc;
+    x.plan = &p;
+    c->tp.ops->fanout(c->tp.ctx, p.batches, p.nb, on_inspect_reply, &x);
+    redlock__plan_free(&p);
+    return REDLOCK_OK;
+}
+
+static int cmp_desc(const void *a, const void *b)
+{
+    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+
+    return x < y ? 1 : x > y ? -1 : 0;
+}
+
+/* The quorum-th largest of the answering members' values: what a quorum
+ * agrees on at least. Fails when fewer than a quorum answered. */
+static int quorum_value(redlock_lock *l, const redlock_member_state *st,
+                        const int64_t *values, int64_t *out)
+{
+    int64_t v[REDLOCK__MAX_NODES];
+    size_t m, n = 0;
+
+    for (m = 0; m < l->n; m++)
+        if (st[m].reachable)
+            v[n++] = values[m];
+    if ((int)n < l->quorum)
+        return redlock__fail(REDLOCK_ENO_QUORUM, "lock '%s': %zu of %zu members answered, quorum is %d",
+                             l->members[0].name, n, l->n, l->quorum);
+    qsort(v, n, sizeof(v[0]), cmp_desc);
+    *out = v[l->quorum - 1];
+    return REDLOCK_OK;
+}
+
+int redlock_is_locked(redlock_lock *l, int *locked)
+{
+    redlock_member_state st[REDLOCK__MAX_NODES];
+    int64_t exists[REDLOCK__MAX_NODES], v;
+    size_t m;
+    int rc;
+
+    if (!l || !locked)
+        return redlock__fail(REDLOCK_EINVAL, "NULL argument");
+    if ((rc = inspect_members(l, l->n, NULL, st, NULL)) != REDLOCK_OK)
+        return rc;
+    for (m = 0; m < l->n; m++)
+        exists[m] = st[m].exists;
+    if ((rc = quorum_value(l, st, exists, &v)) != REDLOCK_OK)
+        return rc;
+    *locked = v > 0;
+    return REDLOCK_OK;
+}
+
+int redlock_hold_count_as(redlock_lock *l, uint64_t owner, int *count)
+{
+    redlock_member_state st[REDLOCK__MAX_NODES];
+    int64_t counts[REDLOCK__MAX_NODES], v;
+    char field[64];
+    int rc;
+
+    if (!l || !count)
+        return redlock__fail(REDLOCK_EINVAL, "NULL argument");
+    redlock__owner_field(l->client, owner, field, sizeof(field));
+    if ((rc = inspect_members(l, l->n, field, st, counts)) != REDLOCK_OK)
+        return rc;
+    if ((rc = quorum_value(l, st, counts, &v)) != REDLOCK_OK)
+        return rc;
+    *count = (int)v;
+    return REDLOCK_OK;
+}
+
+int redlock_hold_count(redlock_lock *l, int *count)
+{
+    return redlock_hold_count_as(l, redlock__gettid(), count);
+}
+
+int redlock_is_held_as(redlock_lock *l, uint64_t owner, int *held)
+{
+    int count = 0, rc, lost;
+
+    if (!l || !held)
+        return redlock__fail(REDLOCK_EINVAL, "NULL argument");
+    pthread_mutex_lock(&l->mu);
+    lost = l->state == REDLOCK__LOST && l->owner == owner;
+    pthread_mutex_unlock(&l->mu);
+    if (lost) {
+        *held = 0;
+        return REDLOCK_OK;
+    }
+    if ((rc = redlock_hold_count_as(l, owner, &count)) != REDLOCK_OK)
+        return rc;
+    *held = count > 0;
+    return REDLOCK_OK;
+}
+
+int redlock_is_held_by_current_thread(redlock_lock *l, int *held)
+{
+    return redlock_is_held_as(l, redlock__gettid(), held);
+}
+
+int redlock_remaining_ttl_as(redlock_lock *l, uint64_t owner, int64_t *ttl_ms)
+{
+    redlock_member_state st[REDLOCK__MAX_NODES];
+    int64_t ttls[REDLOCK__MAX_NODES], v;
+    size_t m;
+    int rc;
+
+    if (!l || !ttl_ms)
+        return redlock__fail(REDLOCK_EINVAL, "NULL argument");
+    pthread_mutex_lock(&l->mu);
+    if (l->state == REDLOCK__HELD && l->owner == owner) {
+        int64_t left = l->validity_end_ns - l->client->tp.ops->now_ns(l->client->tp.ctx);
+
+        pthread_mutex_unlock(&l->mu);
+        *ttl_ms = left > 0 ? left / REDLOCK__NS_PER_MS : 0;
+        return REDLOCK_OK;
+    }
+    pthread_mutex_unlock(&l->mu);
+    if ((rc = inspect_members(l, l->n, NULL, st, NULL)) != REDLOCK_OK)
+        return rc;
+    /* No expiry sorts above every TTL; absent below every one. */
+    for (m = 0; m < l->n; m++)
+        ttls[m] = st[m].pttl_ms == -1 ? INT64_MAX : st[m].pttl_ms;
+    if ((rc = quorum_value(l, st, ttls, &v)) != REDLOCK_OK)
+        return rc;
+    *ttl_ms = v == INT64_MAX ? -1 : v;
+    return REDLOCK_OK;
+}
+
+int redlock_remaining_ttl(redlock_lock *l, int64_t *ttl_ms)
+{
+    return redlock_remaining_ttl_as(l, redlock__gettid(), ttl_ms);
+}
+
+int redlock_lock_inspect(redlock_lock *l, size_t member, redlock_member_state *out)
+{
+    redlock_member_state st[REDLOCK__MAX_NODES];
+    int rc;
+
+    if (!l || !out || member >= l->n)
+        return redlock__fail(REDLOCK_EINVAL, "member index out of range");
+    if ((rc = inspect_members(l, member, NULL, st, NULL)) != REDLOCK_OK)
+        return rc;
+    *out = st[member];
+    return REDLOCK_OK;
+}
+
+typedef struct force_ctx {
+    const redlock_lock *l;
+    int answered, deleted;
+} force_ctx;
+
+static int fill_force(void *ud, size_t m, const char **argv, char **owned)
+{
+    force_ctx *f = ud;
+
+    (void)owned;
+    argv[0] = f->l->members[m].name;
+    argv[1] = f->l->members[m].channel;
+    argv[2] = REDLOCK__RELEASE_MSG;
+    return 0;
+}
+
+static int on_force_reply(void *ud, size_t batch, size_t call, int err, const char *msg,
+                          redisReply *r)
+{
+    force_ctx *f = ud;
+
+    (void)batch, (void)call, (void)msg;
+    if (!err && r->type == REDIS_REPLY_INTEGER) {
+        f->answered++;
+        f->deleted += r->integer == 1;
+    }
+    return 0;
+}
+
+int redlock_force_unlock(redlock_lock *l, size_t *released)
+{
+    redlock_client *c;
+    force_ctx f;
+    redlock__plan p;
+    int rc;
+
+    if (!l)
+        return redlock__fail(REDLOCK_EINVAL, "lock is NULL");
+    c = l->client;
+    f.l = l;
+    f.answered = f.deleted = 0;
+    rc = redlock__plan_build(&p, l, NULL, REDLOCK__SCRIPT_FORCE_RELEASE, 2, 3, fill_force, &f,
+                             c->tp.ops->now_ns(c->tp.ctx) + inspect_timeout_ns(c));
+    if (rc)
+        return rc;
+    c->tp.ops->fanout(c->tp.ctx, p.batches, p.nb, on_force_reply, &f);
+    redlock__plan_free(&p);
+    if (released)
+        *released = (size_t)f.deleted;
+    if (f.answered < l->quorum)
+        return redlock__fail(REDLOCK_ENO_QUORUM, "lock '%s': %d of %zu members answered",
+                             l->members[0].name, f.answered, l->n);
+    return REDLOCK_OK;
+}
+
+typedef struct fenced_ctx {
+    int rc;
+    char msg[128];
+} fenced_ctx;
+
+static int on_fenced_reply(void *ud, size_t batch, size_t call, int err, const char *msg,
+                           redisReply *r)
+{
+    fenced_ctx *f = ud;
+
+    (void)batch, (void)call;
+    if (err) {
+        f->rc = err;
+        redlock__copy_msg(f->msg, sizeof(f->msg), msg);
+    } else if (r->type == REDIS_REPLY_INTEGER && r->integer == 1) {
+        f->rc = REDLOCK_OK;
+    } else if (r->type == REDIS_REPLY_ARRAY && r->elements == 2 &&
+               r->element[1]->type == REDIS_REPLY_STRING) {
+        f->rc = REDLOCK_ESTALE_TOKEN;
+        snprintf(f->msg, sizeof(f->msg), "token is older than %s", r->element[1]->str);
+    } else if (r->type == REDIS_REPLY_ERROR) {
+        f->rc = redlock__server_error_code(r->str);
+        redlock__copy_msg(f->msg, sizeof(f->msg), r->str);
+    } else {
+        f->rc = REDLOCK_EPROTO;
+        redlock__copy_msg(f->msg, sizeof(f->msg), "unexpected reply to fenced_set");
+    }
+    return 0;
+}
+
+int redlock_fenced_set(redlock_client *c, size_t node, const char *key, const char *value,
+                       size_t value_len, uint64_t token)
+{
+    char tok[24];
+    const char *argv[3];
+    size_t lens[3];
+    redlock__call call;
+    redlock__batch b;
+    fenced_ctx f = {REDLOCK_ETIMEOUT, "no reply"};
+
+    if (!c || !key || !*key || (!value && value_len))
+        return redlock__fail(REDLOCK_EINVAL, "NULL or empty argument");
+    if (node >= c->n_nodes)
+        return redlock__fail(REDLOCK_EINVAL, "node %zu out of range", node);
+    snprintf(tok, sizeof(tok), "%llu", (unsigned long long)token);
+    argv[0] = key;
+    argv[1] = value ? value : "";
+    argv[2] = tok;
+    lens[0] = strlen(key);
+    lens[1] = value_len;
+    lens[2] = strlen(tok);
+    call = (redlock__call){REDLOCK__SCRIPT_FENCED_SET, 1, 3, argv, lens};
+    b = (redlock__batch){node, &call, 1,
+                         c->tp.ops->now_ns(c->tp.ctx) + inspect_timeout_ns(c)};
+    c->tp.ops->fanout(c->tp.ctx, &b, 1, on_fenced_reply, &f);
+    if (f.rc)
+        return redlock__fail(f.rc, "fenced_set '%s': %s", key, f.msg);
+    return REDLOCK_OK;
+}

@@ -1,0 +1,166 @@
+/* Internal structures shared by the lock modules (client, lock, quorum,
+ * watchdog, inspect). Nothing here is public. */
+#ifndef REDLOCK_LOCK_INTERNAL_H
+#define REDLOCK_LOCK_INTERNAL_H
+
+#include <pthread.h>
+#include <stdint.h>
+
+#include "redlock/redlock.h"
+#include "transport/conn.h"
+#include "transport/net.h"
+#include "transport/transport.h"
+
+#define REDLOCK__MAX_NODES 64
+#define REDLOCK__MAX_NAME 65536
+#define REDLOCK__LOST_MEMORY 4     /* lost owners a handle remembers */
+#define REDLOCK__RELEASE_MSG "0"   /* what Redisson publishes */
+
+typedef struct redlock__pending redlock__pending;
+
+typedef struct redlock__watchdog {
+    pthread_t thread;
+    int running;
+    pthread_mutex_t mu;             /* guards everything below */
+    pthread_cond_t cond;            /* wakes the thread; signals unpins */
+    int closing;
+    struct redlock_lock *holds;     /* locks with a watchdog hold */
+    redlock__pending *pending;      /* background releases */
+} redlock__watchdog;
+
+struct redlock_client {
+    char id[37];
+    size_t n_nodes;
+    redlock__node *nodes;
+    struct ssl_ctx_st *ssl_ctx;
+    redlock__net net;
+    redlock__transport tp;          /* net, or a fake in unit tests */
+
+    /* Options, resolved to their defaults. */
+    int connect_timeout_ms;
+    int node_timeout_ms;            /* 0: derived from each lease */
+    int watchdog_lease_ms;
+    int64_t max_hold_ms;
+    double drift_factor;
+    int retry_delay_ms;
+    int disable_pubsub;
+    redlock_log_fn log_fn;
+    void *log_userdata;
+    redlock_log_level log_level;
+    char *username, *password;
+    char *tls_strings[5];           /* copies behind the node configs */
+
+    redlock__watchdog wd;
+    redlock_stats stats;            /* updated with atomics */
+};
+
+typedef enum redlock__hold_state {
+    REDLOCK__FREE = 0,
+    REDLOCK__HELD,
+    REDLOCK__LOST
+} redlock__hold_state;
+
+typedef struct redlock__lock_member {
+    size_t node;
+    char *name;
+    char *latch_prefix;   /* "redlock_latch:{NAME}:" */
+    char *token_key;      /* "redisson_lock_token:{NAME}" */
+    char *channel;        /* "redisson_lock__channel:{NAME}" */
+} redlock__lock_member;
+
+/* The per-thread report of the last acquire or release. */
+typedef struct redlock__report_slot {
+    uint64_t thread;
+    redlock_member_report *members;
+} redlock__report_slot;
+
+struct redlock_lock {
+    redlock_client *client;
+    size_t n;
+    int quorum;
+    int fencing;
+    redlock__lock_member *members;
+    redlock_on_lost_fn on_lost;
+    void *on_lost_ud;
+
+    pthread_mutex_t mu;            /* guards the hold and the reports */
+    /* The current hold through this handle (a lock has one owner). */
+    redlock__hold_state state;
+    uint64_t owner;
+    char field[64];                /* "<client-id>:<owner>" */
+    int count;
+    int64_t lease_ms;
+    int watchdog;                  /* renewed by the watchdog */
+    int64_t acquired_ns;
+    int64_t validity_end_ns;
+    int64_t next_renew_ns;
+    uint64_t token;
+    int lost_reason;
+    uint64_t lost_owners[REDLOCK__LOST_MEMORY];
+    size_t lost_next;
+
+    /* Watchdog list membership, guarded by client->wd.mu. */
+    struct redlock_lock *wd_next;
+    int wd_listed;
+    int wd_pins;                   /* ticks currently using this lock */
+
+    redlock__report_slot reports[8];
+};
+
+/* client.c */
+void redlock__log(redlock_client *c, redlock_log_level level, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+void redlock__stat_add(uint64_t *counter, uint64_t n);
+/* The per-request timeout for a lease (see redlock_options). */
+int64_t redlock__node_timeout_ns(const redlock_client *c, int64_t lease_ms);
+void redlock__owner_field(const redlock_client *c, uint64_t owner, char *out,
+                          size_t cap);
+/* Builds a client around an existing transport (unit tests pass a fake). */
+int redlock__client_new_with_transport(redlock_client **out, size_t n_nodes,
+                                       const redlock_options *opts,
+                                       const redlock__transport *tp);
+
+/* lock.c */
+redlock_member_report *redlock__report_begin(redlock_lock *l);
+void redlock__hold_lost(redlock_lock *l, int reason, int notify);
+
+/* quorum.c: one acquire attempt and one release, with the fan-out. */
+typedef struct redlock__attempt_result {
+    int granted;         /* members that granted */
+    int busy;            /* members held by another owner */
+    int failed;          /* timeouts, errors */
+    int64_t min_pttl_ms; /* smallest TTL among busy members, or -1 */
+    int64_t validity_ms; /* lease - elapsed - drift, on success */
+    uint64_t token;      /* fencing token on a fresh fenced grant */
+    int reentry;         /* every grant was a re-entry */
+} redlock__attempt_result;
+
+int redlock__attempt(redlock_lock *l, const char *field, int64_t lease_ms,
+                     redlock__attempt_result *res);
+/* Releases one hold on every member; drop_all drops every hold of field.
+ * *released gets members that released or decremented, *still_held those
+ * that answered "still held". */
+int redlock__release_members(redlock_lock *l, const char *field, int64_t lease_ms,
+                             int drop_all, int64_t give_up_ns, int *released,
+                             int *decremented, int *not_held);
+
+/* Re-acquires the included members (their keys vanished) without counting
+ * them; used by the watchdog to restore the fault margin. */
+void redlock__restore_members(redlock_lock *l, const char *field, int64_t lease_ms,
+                              const unsigned char *include, int64_t deadline_ns);
+
+/* watchdog.c */
+int redlock__watchdog_start(redlock_client *c);
+void redlock__watchdog_stop(redlock_client *c);
+void redlock__watchdog_add(redlock_lock *l);
+/* Removes l and waits until no tick is using it. */
+void redlock__watchdog_remove(redlock_lock *l);
+/* Queues a script call (release or abort) to retry in the background until
+ * give_up_ns. The strings are copied. */
+void redlock__background_call(redlock_client *c, size_t node, int script,
+                              int nkeys, int argc, const char *const *argv,
+                              int64_t give_up_ns);
+/* Runs one watchdog tick now (tests). */
+void redlock__watchdog_tick(redlock_client *c);
+
+#endif

@@ -1,0 +1,528 @@
+/*
+ * Lock handles: the Redisson-compatible API over the quorum coordinator,
+ * the waiting loop (release messages, holder TTL, jittered retry) and the
+ * bookkeeping of the current hold.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/error.h"
+#include "core/util.h"
+#include "lock/internal.h"
+
+#define LATCH_PREFIX "redlock_latch:{"
+#define TOKEN_PREFIX "redisson_lock_token:{"
+#define CHANNEL_PREFIX "redisson_lock__channel:{"
+
+static char *braced(const char *prefix, const char *name, const char *suffix)
+{
+    size_t len = strlen(prefix) + strlen(name) + strlen(suffix) + 2;
+    char *s = malloc(len);
+
+    if (s)
+        snprintf(s, len, "%s%s}%s", prefix, name, suffix);
+    return s;
+}
+
+static int check_name(const char *name)
+{
+    size_t len;
+
+    if (!name || !*name)
+        return redlock__fail(REDLOCK_EINVAL, "lock name is empty");
+    len = strnlen(name, REDLOCK__MAX_NAME + 1);
+    if (len > REDLOCK__MAX_NAME)
+        return redlock__fail(REDLOCK_EINVAL, "lock name longer than %d bytes",
+                             REDLOCK__MAX_NAME);
+    return REDLOCK_OK;
+}
+
+void redlock_lock_free(redlock_lock *l)
+{
+    size_t i;
+
+    if (!l)
+        return;
+    redlock__watchdog_remove(l);
+    for (i = 0; l->members && i < l->n; i++) {
+        free(l->members[i].name);
+        free(l->members[i].latch_prefix);
+        free(l->members[i].token_key);
+        free(l->members[i].channel);
+    }
+    for (i = 0; i < sizeof(l->reports) / sizeof(l->reports[0]); i++)
+        free(l->reports[i].members);
+    free(l->members);
+    pthread_mutex_destroy(&l->mu);
+    free(l);
+}
+
+int redlock_multilock_new(redlock_client *c, const redlock_member *members, size_t n,
+                          const redlock_lock_options *opts, redlock_lock **out)
+{
+    redlock_lock *l;
+    int quorum = opts ? opts->quorum : 0;
+    size_t i;
+    int rc;
+
+    if (!out)
+        return redlock__fail(REDLOCK_EINVAL, "out is NULL");
+    *out = NULL;
+    if (!c || !members || n == 0)
+        return redlock__fail(REDLOCK_EINVAL, "a lock needs at least one member");
+    if (n > REDLOCK__MAX_NODES)
+        return redlock__fail(REDLOCK_EINVAL, "at most %d members", REDLOCK__MAX_NODES);
+    if (quorum == REDLOCK_QUORUM_ALL)
+        quorum = (int)n;
+    else if (quorum == 0)
+        quorum = (int)n / 2 + 1;
+    if (n == 1)
+        quorum = 1;
+    if (quorum < 1 || quorum > (int)n)
+        return redlock__fail(REDLOCK_EINVAL, "quorum %d out of range 1..%zu",
+                             opts ? opts->quorum : 0, n);
+    for (i = 0; i < n; i++) {
+        if (members[i].node >= c->n_nodes)
+            return redlock__fail(REDLOCK_EINVAL, "member %zu: node %zu out of range (%zu nodes)",
+                                 i, members[i].node, c->n_nodes);
+        if ((rc = check_name(members[i].name)) != REDLOCK_OK)
+            return rc;
+    }
+    l = calloc(1, sizeof(*l));
+    if (!l || !(l->members = calloc(n, sizeof(*l->members)))) {
+        free(l);
+        return redlock__fail(REDLOCK_ENOMEM, "out of memory");
+    }
+    pthread_mutex_init(&l->mu, NULL);
+    l->client = c;
+    l->n = n;
+    l->quorum = quorum;
+    l->fencing = opts ? opts->fencing : 0;
+    for (i = 0; i < n; i++) {
+        redlock__lock_member *m = &l->members[i];
+
+        m->node = members[i].node;
+        m->name = strdup(members[i].name);
+        m->latch_prefix = braced(LATCH_PREFIX, members[i].name, ":");
+        m->token_key = braced(TOKEN_PREFIX, members[i].name, "");
+        m->channel = braced(CHANNEL_PREFIX, members[i].name, "");
+        if (!m->name || !m->latch_prefix || !m->token_key || !m->channel) {
+            redlock_lock_free(l);
+            return redlock__fail(REDLOCK_ENOMEM, "out of memory");
+        }
+    }
+    *out = l;
+    return REDLOCK_OK;
+}
+
+int redlock_lock_new(redlock_client *c, const char *name, const redlock_lock_options *opts,
+                     redlock_lock **out)
+{
+    redlock_member members[REDLOCK__MAX_NODES];
+    size_t i;
+    int rc;
+
+    if (!out)
+        return redlock__fail(REDLOCK_EINVAL, "out is NULL");
+    *out = NULL;
+    if (!c)
+        return redlock__fail(REDLOCK_EINVAL, "client is NULL");
+    if ((rc = check_name(name)) != REDLOCK_OK)
+        return rc;
+    for (i = 0; i < c->n_nodes; i++) {
+        members[i].node = i;
+        members[i].name = name;
+    }
+    return redlock_multilock_new(c, members, c->n_nodes, opts, out);
+}
+
+const char *redlock_lock_name(const redlock_lock *l)
+{
+    return l ? l->members[0].name : "";
+}
+
+size_t redlock_lock_member_count(const redlock_lock *l)
+{
+    return l ? l->n : 0;
+}
+
+int redlock_lock_quorum(const redlock_lock *l)
+{
+    return l ? l->quorum : 0;
+}
+
+void redlock_lock_set_on_lost(redlock_lock *l, redlock_on_lost_fn fn, void *ud)
+{
+    if (!l)
+        return;
+    pthread_mutex_lock(&l->mu);
+    l->on_lost = fn;
+    l->on_lost_ud = ud;
+    pthread_mutex_unlock(&l->mu);
+}
+
+/* Reports are per thread: two threads using one handle must not see each
+ * other's outcomes. A small table of recent threads is enough; the oldest
+ * slot is reused. */
+redlock_member_report *redlock__report_begin(redlock_lock *l)
+{
+    uint64_t me = redlock__gettid();
+    size_t i, slots = sizeof(l->reports) / sizeof(l->reports[0]);
+    redlock__report_slot *s = NULL;
+
+    pthread_mutex_lock(&l->mu);
+    for (i = 0; i < slots && !s; i++)
+        if (l->reports[i].thread == me)
+            s = &l->reports[i];
+    for (i = 0; i < slots && !s; i++)
+        if (l->reports[i].thread == 0)
+            s = &l->reports[i];
+    if (!s)
+        s = &l->reports[me % slots];
+    if (!s->members)
+        s->members = calloc(l->n, sizeof(redlock_member_report));
+    s->thread = me;
+    if (s->members) {
+        for (i = 0; i < l->n; i++) {
+            memset(&s->members[i], 0, sizeof(s->members[i]));
+            s->members[i].latency_us = -1;
+        }
+    }
+    pthread_mutex_unlock(&l->mu);
+    /* Out of memory: reports go to a throwaway buffer. */
+    if (!s->members) {
+        static _Thread_local redlock_member_report scratch[REDLOCK__MAX_NODES];
+        return scratch;
+    }
+    return s->members;
+}
+
+int redlock_lock_report(redlock_lock *l, size_t member, redlock_member_report *out)
+{
+    uint64_t me = redlock__gettid();
+    size_t i;
+
+    if (!l || !out || member >= l->n)
+        return redlock__fail(REDLOCK_EINVAL, "member index out of range");
+    memset(out, 0, sizeof(*out));
+    out->latency_us = -1;
+    pthread_mutex_lock(&l->mu);
+    for (i = 0; i < sizeof(l->reports) / sizeof(l->reports[0]); i++)
+        if (l->reports[i].thread == me && l->reports[i].members)
+            *out = l->reports[i].members[member];
+    pthread_mutex_unlock(&l->mu);
+    return REDLOCK_OK;
+}
+
+static void remember_lost(redlock_lock *l, uint64_t owner)
+{
+    l->lost_owners[l->lost_next++ % REDLOCK__LOST_MEMORY] = owner;
+}
+
+static int forget_lost(redlock_lock *l, uint64_t owner)
+{
+    size_t i;
+
+    for (i = 0; i < REDLOCK__LOST_MEMORY; i++) {
+        if (l->lost_owners[i] == owner && owner != 0) {
+            l->lost_owners[i] = 0;
+            return 1;
+        }
+    }
+    return 0;
+}
+
+/* Marks the current hold lost (called with l->mu held; drops and retakes
+ * it around the callback so the callback may use other locks). */
+void redlock__hold_lost(redlock_lock *l, int reason, int notify)
+{
+    redlock_on_lost_fn fn = l->on_lost;
+    void *ud = l->on_lost_ud;
+    uint64_t owner = l->owner;
+
+    if (l->state != REDLOCK__HELD)
+        return;
+    l->state = REDLOCK__LOST;
+    l->lost_reason = reason;
+    remember_lost(l, owner);
+    redlock__stat_add(&l->client->stats.lost, 1);
+    redlock__log(l->client, REDLOCK_LOG_WARN, "lock '%s' lost by owner %llu: %s",
+                 l->members[0].name, (unsigned long long)owner, redlock_strerror(reason));
+    if (notify && fn) {
+        pthread_mutex_unlock(&l->mu);
+        fn(ud, l, owner, reason);
+        pthread_mutex_lock(&l->mu);
+    }
+}
+
+static void record_latency(redlock_client *c, int64_t ns)
+{
+    int64_t us = ns / 1000;
+    int b = 0;
+
+    while (us > 1 && b < REDLOCK_LATENCY_BUCKETS - 1) {
+        us >>= 1;
+        b++;
+    }
+    redlock__stat_add(&c->stats.acquire_latency_us[b], 1);
+}
+
+static void hold_acquired(redlock_lock *l, uint64_t owner, const char *field,
+                          int64_t lease_ms, int watchdog, int64_t t0,
+                          const redlock__attempt_result *res)
+{
+    redlock_client *c = l->client;
+    int64_t now = c->tp.ops->now_ns(c->tp.ctx);
+    int listed;
+
+    pthread_mutex_lock(&l->mu);
+    if (l->state == REDLOCK__HELD && l->owner == owner) {
+        l->count++;
+    } else {
+        l->state = REDLOCK__HELD;
+        l->owner = owner;
+        l->count = 1;
+        l->watchdog = watchdog;
+        l->acquired_ns = now;
+        l->token = res->token;
+        redlock__copy_msg(l->field, sizeof(l->field), field);
+        forget_lost(l, owner);
+    }
+    l->lease_ms = lease_ms;
+    l->validity_end_ns = t0 + res->validity_ms * REDLOCK__NS_PER_MS;
+    l->next_renew_ns = now + lease_ms * REDLOCK__NS_PER_MS / 3;
+    listed = l->watchdog;
+    pthread_mutex_unlock(&l->mu);
+    if (listed)
+        redlock__watchdog_add(l);
+    redlock__stat_add(&c->stats.acquired, 1);
+}
+
+/* Waiting is bounded by the caller's deadline; between attempts a waiter
+ * sleeps until a release message, the holder's TTL, or a random delay. */
+static int64_t next_try(redlock_client *c, int rc, const redlock__attempt_result *res,
+                        int64_t now)
+{
+    int64_t delay_ms = 1 + (int64_t)redlock__rand_below((uint64_t)c->retry_delay_ms);
+
+    if (rc == REDLOCK_EBUSY && res->min_pttl_ms >= 0) {
+        /* The holder's TTL: a release message usually comes first. */
+        int64_t ttl = res->min_pttl_ms + 1;
+
+        if (c->disable_pubsub || ttl < delay_ms)
+            return now + (c->disable_pubsub && ttl > delay_ms ? delay_ms : ttl) *
+                             REDLOCK__NS_PER_MS;
+        return now + ttl * REDLOCK__NS_PER_MS;
+    }
+    return now + delay_ms * REDLOCK__NS_PER_MS;
+}
+
+static void *watch_members(redlock_lock *l, int64_t deadline)
+{
+    const char *names[REDLOCK__MAX_NODES];
+    size_t nodes[REDLOCK__MAX_NODES], i;
+
+    for (i = 0; i < l->n; i++) {
+        names[i] = l->members[i].name;
+        nodes[i] = l->members[i].node;
+    }
+    return l->client->tp.ops->watch(l->client->tp.ctx, names, nodes, l->n, deadline);
+}
+
+int redlock_acquire_as(redlock_lock *l, uint64_t owner, int64_t wait_ms, int64_t lease_ms)
+{
+    redlock_client *c;
+    const redlock__transport_ops *ops;
+    redlock__attempt_result res;
+    char field[64];
+    int64_t deadline, start;
+    void *watch = NULL;
+    uint64_t seen = 0;
+    int watchdog = lease_ms <= 0, rc, watched = 0;
+
+    if (!l)
+        return redlock__fail(REDLOCK_EINVAL, "lock is NULL");
+    if (owner == 0)
+        return redlock__fail(REDLOCK_EINVAL, "owner id 0 is reserved");
+    c = l->client;
+    ops = c->tp.ops;
+    if (watchdog)
+        lease_ms = c->watchdog_lease_ms;
+    redlock__owner_field(c, owner, field, sizeof(field));
+    start = ops->now_ns(c->tp.ctx);
+    deadline = wait_ms < 0 ? INT64_MAX : start + wait_ms * REDLOCK__NS_PER_MS;
+    for (;;) {
+        int64_t t0 = ops->now_ns(c->tp.ctx), now, until;
+
+        rc = redlock__attempt(l, field, lease_ms, &res);
+        if (rc == REDLOCK_OK) {
+            hold_acquired(l, owner, field, lease_ms, watchdog, t0, &res);
+            record_latency(c, ops->now_ns(c->tp.ctx) - start);
+            break;
+        }
+        if (rc == REDLOCK_EBUSY)
+            redlock__stat_add(&c->stats.busy, 1);
+        else if (rc == REDLOCK_ENO_QUORUM)
+            redlock__stat_add(&c->stats.no_quorum, 1);
+        if (rc != REDLOCK_EBUSY && rc != REDLOCK_ENO_QUORUM && rc != REDLOCK_ETIMEOUT)
+            break;
+        now = ops->now_ns(c->tp.ctx);
+        if (wait_ms == 0 || now >= deadline) {
+            if (wait_ms != 0 && rc != REDLOCK_ENO_QUORUM)
+                rc = REDLOCK_ETIMEOUT;
+            if (wait_ms == 0 && rc == REDLOCK_ETIMEOUT)
+                rc = REDLOCK_EBUSY;
+            break;
+        }
+        if (!watched && !c->disable_pubsub) {
+            /* Subscribe first, then try again at once: a release between
+             * the failed attempt and the subscription is then not missed. */
+            watched = 1;
+            watch = watch_members(l, now + redlock__node_timeout_ns(c, lease_ms));
+            continue;
+        }
+        until = next_try(c, rc, &res, now);
+        if (until > deadline)
+            until = deadline;
+        if (ops->wait(c->tp.ctx, watch, &seen, until) == REDLOCK_ECLOSED) {
+            rc = REDLOCK_ECLOSED;
+            break;
+        }
+    }
+    if (watch)
+        ops->unwatch(c->tp.ctx, watch);
+    switch (rc) {
+    case REDLOCK_OK:
+        return REDLOCK_OK;
+    case REDLOCK_EBUSY:
+        return redlock__fail(rc, "lock '%s' is held by another owner", l->members[0].name);
+    case REDLOCK_ETIMEOUT:
+        return redlock__fail(rc, "lock '%s' not acquired within %lld ms", l->members[0].name,
+                             (long long)wait_ms);
+    case REDLOCK_ENO_QUORUM:
+        return redlock__fail(rc, "lock '%s': %d of %zu members reachable, quorum is %d",
+                             l->members[0].name, res.granted + res.busy, l->n, l->quorum);
+    default:
+        return rc;
+    }
+}
+
+int redlock_lock_acquire(redlock_lock *l)
+{
+    return redlock_acquire_as(l, redlock__gettid(), -1, 0);
+}
+
+int redlock_lock_acquire_lease(redlock_lock *l, int64_t lease_ms)
+{
+    if (lease_ms <= 0)
+        return redlock__fail(REDLOCK_EINVAL, "lease_ms must be > 0");
+    return redlock_acquire_as(l, redlock__gettid(), -1, lease_ms);
+}
+
+int redlock_try_lock(redlock_lock *l)
+{
+    return redlock_acquire_as(l, redlock__gettid(), 0, 0);
+}
+
+int redlock_try_lock_for(redlock_lock *l, int64_t wait_ms, int64_t lease_ms)
+{
+    if (wait_ms < 0)
+        return redlock__fail(REDLOCK_EINVAL, "wait_ms must be >= 0");
+    return redlock_acquire_as(l, redlock__gettid(), wait_ms, lease_ms);
+}
+
+int redlock_unlock_as(redlock_lock *l, uint64_t owner)
+{
+    redlock_client *c;
+    char field[64];
+    int64_t lease_ms, give_up, now;
+    int ours, final, released = 0, decremented = 0, not_held = 0, rc;
+
+    if (!l)
+        return redlock__fail(REDLOCK_EINVAL, "lock is NULL");
+    c = l->client;
+    pthread_mutex_lock(&l->mu);
+    if ((l->state == REDLOCK__LOST && l->owner == owner) || forget_lost(l, owner)) {
+        int reason = l->lost_reason;
+
+        if (l->state == REDLOCK__LOST && l->owner == owner)
+            l->state = REDLOCK__FREE;
+        forget_lost(l, owner);
+        pthread_mutex_unlock(&l->mu);
+        return redlock__fail(REDLOCK_ELOST, "lock '%s' was lost before unlock (%s)",
+                             l->members[0].name, redlock_strerror(reason));
+    }
+    ours = l->state == REDLOCK__HELD && l->owner == owner;
+    final = ours && l->count == 1;
+    lease_ms = ours ? l->lease_ms : c->watchdog_lease_ms;
+    now = c->tp.ops->now_ns(c->tp.ctx);
+    give_up = ours && l->validity_end_ns > now ? l->validity_end_ns
+                                               : now + lease_ms * REDLOCK__NS_PER_MS;
+    if (ours && l->watchdog)
+        give_up = now + lease_ms * REDLOCK__NS_PER_MS;
+    pthread_mutex_unlock(&l->mu);
+
+    /* The watchdog stops before the last release goes out, so no renewal
+     * can outlive or re-create a released lock. */
+    if (final)
+        redlock__watchdog_remove(l);
+    redlock__owner_field(c, owner, field, sizeof(field));
+    rc = redlock__release_members(l, field, lease_ms, 0, give_up, &released, &decremented,
+                                  &not_held);
+    if (rc)
+        return rc;
+
+    pthread_mutex_lock(&l->mu);
+    if (ours && l->state == REDLOCK__HELD && l->owner == owner) {
+        if (--l->count == 0)
+            l->state = REDLOCK__FREE;
+    }
+    pthread_mutex_unlock(&l->mu);
+    if (final && decremented > 0) {
+        /* A member that was re-acquired by the watchdog has a lower count
+         * than the others... or a higher one here: drop our field there. */
+        int a = 0, b = 0, d = 0;
+
+        redlock__release_members(l, field, lease_ms, 1, give_up, &a, &b, &d);
+    }
+    if (released + decremented > 0) {
+        redlock__stat_add(&c->stats.released, 1);
+        return REDLOCK_OK;
+    }
+    if (ours && not_held > 0)
+        return redlock__fail(REDLOCK_ELOST, "lock '%s' expired before unlock",
+                             l->members[0].name);
+    if (not_held == 0)
+        return redlock__fail(REDLOCK_ENO_QUORUM, "lock '%s': no member answered the release",
+                             l->members[0].name);
+    return redlock__fail(REDLOCK_ENOT_OWNER, "lock '%s' is not held by this owner",
+                         l->members[0].name);
+}
+
+int redlock_unlock(redlock_lock *l)
+{
+    return redlock_unlock_as(l, redlock__gettid());
+}
+
+int redlock_lock_token_as(redlock_lock *l, uint64_t owner, uint64_t *token)
+{
+    int rc = REDLOCK_OK;
+
+    if (!l || !token)
+        return redlock__fail(REDLOCK_EINVAL, "NULL argument");
+    pthread_mutex_lock(&l->mu);
+    if (l->state == REDLOCK__HELD && l->owner == owner && l->fencing)
+        *token = l->token;
+    else
+        rc = REDLOCK_ENOT_OWNER;
+    pthread_mutex_unlock(&l->mu);
+    if (rc)
+        return redlock__fail(rc, "no fenced hold of '%s' by this owner", l->members[0].name);
+    return REDLOCK_OK;
+}
+
+int redlock_lock_token(redlock_lock *l, uint64_t *token)
+{
+    return redlock_lock_token_as(l, redlock__gettid(), token);
+}

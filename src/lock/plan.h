@@ -1,0 +1,43 @@
+/* A fan-out plan: one script call per member, grouped into one pipelined
+ * batch per node, with a map back from (batch, call) to the member. */
+#ifndef REDLOCK_LOCK_PLAN_H
+#define REDLOCK_LOCK_PLAN_H
+
+#include "lock/internal.h"
+
+#define REDLOCK__PLAN_ARGS 8
+
+typedef struct redlock__plan {
+    size_t n;                  /* calls */
+    redlock__call *calls;      /* grouped by node */
+    size_t *member;            /* member index of each call */
+    size_t *batch_start;       /* first call of each batch */
+    redlock__batch *batches;
+    size_t nb;
+    const char **argv;         /* REDLOCK__PLAN_ARGS per call */
+    char **owned;              /* per call: a string the plan frees */
+} redlock__plan;
+
+/* Fills argv for member m (up to REDLOCK__PLAN_ARGS entries); may set
+ * *owned to a heap string used in argv, which the plan frees. Returns 0,
+ * or -1 when out of memory. */
+typedef int (*redlock__plan_fill)(void *ud, size_t m, const char **argv,
+                                   char **owned);
+
+/* Plans `script` for the members with include[m] != 0 (NULL: all). */
+int redlock__plan_build(redlock__plan *p, const redlock_lock *l,
+                        const unsigned char *include, int script, int nkeys,
+                        int argc, redlock__plan_fill fill, void *ud,
+                        int64_t deadline_ns);
+void redlock__plan_free(redlock__plan *p);
+
+static inline size_t redlock__plan_member(const redlock__plan *p, size_t batch,
+                                          size_t call)
+{
+    return p->member[p->batch_start[batch] + call];
+}
+
+/* "<prefix><id>": a latch key unique to one request. */
+char *redlock__latch_key(const redlock__lock_member *m, const char *request_id);
+
+#endif

@@ -1,0 +1,444 @@
+/*
+ * The quorum coordinator: one acquire attempt fanned out to every member
+ * at once, decided the moment the outcome is certain, and the release.
+ * With one member this is exactly the single-node lock.
+ */
+#include <hiredis/hiredis.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/error.h"
+#include "core/util.h"
+#include "lock/internal.h"
+#include "lock/plan.h"
+#include "resp/scripts.h"
+
+typedef enum answer {
+    ANSWER_NONE = 0,
+    ANSWER_GRANTED,
+    ANSWER_BUSY,
+    ANSWER_FAILED
+} answer;
+
+typedef struct acquire_ctx {
+    redlock_lock *l;
+    const char *field;
+    const char *request_id;
+    char lease[24];
+    char latch_ms[24];
+    redlock_member_report *rep;
+    unsigned char *answer;      /* per member */
+    int granted, busy, failed, pending;
+    int64_t min_pttl_ms;
+    uint64_t token;
+    int fresh;                  /* some member granted a fresh hold */
+    int64_t sent_ns;
+    const redlock__plan *plan;
+} acquire_ctx;
+
+static int fill_acquire(void *ud, size_t m, const char **argv, char **owned)
+{
+    acquire_ctx *a = ud;
+    const redlock__lock_member *mem = &a->l->members[m];
+
+    *owned = redlock__latch_key(mem, a->request_id);
+    argv[0] = mem->name;
+    argv[1] = *owned;
+    argv[2] = mem->token_key; /* only read when nkeys is 3 */
+    argv[a->l->fencing ? 3 : 2] = a->lease;
+    argv[a->l->fencing ? 4 : 3] = a->field;
+    argv[a->l->fencing ? 5 : 4] = a->latch_ms;
+    return *owned ? 0 : -1;
+}
+
+static void note_failure(redlock_member_report *r, int err, const char *msg,
+                         const redisReply *reply)
+{
+    r->outcome = err == REDLOCK_ETIMEOUT ? REDLOCK_MEMBER_TIMEOUT : REDLOCK_MEMBER_ERROR;
+    r->err = err;
+    redlock__copy_msg(r->message, sizeof(r->message), reply ? reply->str : msg);
+}
+
+/* Reads one acquire reply into the member's answer. */
+static answer classify_acquire(acquire_ctx *a, size_t m, int err, const char *msg,
+                               redisReply *r)
+{
+    redlock_member_report *rep = &a->rep[m];
+
+    if (err) {
+        note_failure(rep, err, msg, NULL);
+        return ANSWER_FAILED;
+    }
+    if (r->type == REDIS_REPLY_NIL && !a->l->fencing)
+        return ANSWER_GRANTED;
+    if (r->type == REDIS_REPLY_ARRAY && a->l->fencing && r->elements == 1 &&
+        r->element[0]->type == REDIS_REPLY_INTEGER) {
+        long long t = r->element[0]->integer;
+
+        if (t > 0) {
+            a->fresh = 1;
+            if ((uint64_t)t > a->token)
+                a->token = (uint64_t)t;
+        }
+        return ANSWER_GRANTED;
+    }
+    if (r->type == REDIS_REPLY_INTEGER && r->integer >= -1) {
+        rep->outcome = REDLOCK_MEMBER_HELD_ELSEWHERE;
+        rep->pttl_ms = r->integer;
+        if (r->integer >= 0 && (a->min_pttl_ms < 0 || r->integer < a->min_pttl_ms))
+            a->min_pttl_ms = r->integer;
+        return ANSWER_BUSY;
+    }
+    if (r->type == REDIS_REPLY_ERROR) {
+        note_failure(rep, redlock__server_error_code(r->str), NULL, r);
+        return ANSWER_FAILED;
+    }
+    note_failure(rep, REDLOCK_EPROTO, "unexpected reply to acquire", NULL);
+    return ANSWER_FAILED;
+}
+
+static int on_acquire_reply(void *ud, size_t batch, size_t call, int err,
+                            const char *msg, redisReply *r)
+{
+    acquire_ctx *a = ud;
+    size_t m = redlock__plan_member(a->plan, batch, call);
+    answer ans = classify_acquire(a, m, err, msg, r);
+    int q = a->l->quorum;
+
+    a->answer[m] = (unsigned char)ans;
+    a->rep[m].latency_us = err ? -1 : (redlock__now_ns() - a->sent_ns) / 1000;
+    if (ans == ANSWER_GRANTED) {
+        a->rep[m].outcome = REDLOCK_MEMBER_GRANTED;
+        a->granted++;
+    } else if (ans == ANSWER_BUSY) {
+        a->busy++;
+    } else {
+        a->failed++;
+    }
+    a->pending--;
+    /* Decide as soon as the outcome is certain: a quorum of grants, or too
+     * few members left to reach one. Stragglers are abandoned. */
+    return a->granted >= q || a->granted + a->pending < q;
+}
+
+typedef struct simple_ctx {
+    redlock_lock *l;
+    const char *field;
+    const char *request_id;
+    const char *token;
+    char lease[24];
+    char latch_ms[24];
+    const char *drop_all;
+    const redlock__plan *plan;
+    int ok, other, not_held, failed;
+    unsigned char *answered;
+    redlock_member_report *rep;
+} simple_ctx;
+
+static int fill_abort(void *ud, size_t m, const char **argv, char **owned)
+{
+    simple_ctx *s = ud;
+    const redlock__lock_member *mem = &s->l->members[m];
+
+    *owned = redlock__latch_key(mem, s->request_id);
+    argv[0] = mem->name;
+    argv[1] = mem->channel;
+    argv[2] = *owned;
+    argv[3] = REDLOCK__RELEASE_MSG;
+    argv[4] = s->lease;
+    argv[5] = s->field;
+    argv[6] = s->latch_ms;
+    argv[7] = s->drop_all;
+    return *owned ? 0 : -1;
+}
+
+static int fill_fence(void *ud, size_t m, const char **argv, char **owned)
+{
+    simple_ctx *s = ud;
+
+    (void)owned;
+    argv[0] = s->l->members[m].name;
+    argv[1] = s->l->members[m].token_key;
+    argv[2] = s->field;
+    argv[3] = s->token;
+    return 0;
+}
+
+/* Release, abort and fence-store replies: integer 1 / 0, nil, or error. */
+static int on_simple_reply(void *ud, size_t batch, size_t call, int err,
+                           const char *msg, redisReply *r)
+{
+    simple_ctx *s = ud;
+    size_t m = redlock__plan_member(s->plan, batch, call);
+    redlock_member_report *rep = s->rep ? &s->rep[m] : NULL;
+
+    s->answered[m] = 1;
+    if (err || r->type == REDIS_REPLY_ERROR) {
+        s->answered[m] = 2;
+        s->failed++;
+        if (rep)
+            note_failure(rep, err ? err : redlock__server_error_code(r->str), msg,
+                         err ? NULL : r);
+    } else if (r->type == REDIS_REPLY_INTEGER && r->integer == 1) {
+        s->ok++;
+        if (rep)
+            rep->outcome = REDLOCK_MEMBER_GRANTED;
+    } else if (r->type == REDIS_REPLY_INTEGER && r->integer == 0) {
+        s->other++;
+        s->answered[m] = 3;
+        if (rep)
+            rep->outcome = REDLOCK_MEMBER_GRANTED;
+    } else {
+        s->not_held++;
+        if (rep)
+            rep->outcome = REDLOCK_MEMBER_NOT_HELD;
+    }
+    return 0;
+}
+
+/* Hands members that did not answer to the background, so the caller
+ * never waits on a dead node. */
+static void defer_unanswered(redlock_lock *l, const redlock__plan *p,
+                             const unsigned char *answered, int64_t give_up_ns)
+{
+    size_t k;
+
+    for (k = 0; k < p->n; k++) {
+        size_t m = p->member[k];
+
+        if (answered[m] == 1 || answered[m] == 3)
+            continue;
+        redlock__background_call(l->client, l->members[m].node, p->calls[k].script,
+                                 p->calls[k].nkeys, p->calls[k].argc, p->calls[k].argv,
+                                 give_up_ns);
+    }
+}
+
+static void fmt_i64(char *buf, size_t cap, int64_t v)
+{
+    snprintf(buf, cap, "%lld", (long long)v);
+}
+
+/* Undoes this request on every member whose answer was not a refusal. */
+static void abort_attempt(redlock_lock *l, const char *field, const char *request_id,
+                          int64_t lease_ms, const unsigned char *answers)
+{
+    redlock_client *c = l->client;
+    simple_ctx s;
+    redlock__plan p;
+    unsigned char *include = calloc(l->n, 1), *answered = calloc(l->n, 1);
+    int64_t now = c->tp.ops->now_ns(c->tp.ctx);
+    size_t m;
+
+    if (!include || !answered)
+        goto out;
+    memset(&s, 0, sizeof(s));
+    s.l = l;
+    s.field = field;
+    s.request_id = request_id;
+    s.drop_all = "0";
+    s.answered = answered;
+    fmt_i64(s.lease, sizeof(s.lease), lease_ms);
+    fmt_i64(s.latch_ms, sizeof(s.latch_ms), lease_ms);
+    for (m = 0; m < l->n; m++)
+        include[m] = answers[m] != ANSWER_BUSY;
+    if (redlock__plan_build(&p, l, include, REDLOCK__SCRIPT_ABORT, 3, 7, fill_abort, &s,
+                            now + redlock__node_timeout_ns(c, lease_ms)) != REDLOCK_OK)
+        goto out;
+    s.plan = &p;
+    c->tp.ops->fanout(c->tp.ctx, p.batches, p.nb, on_simple_reply, &s);
+    defer_unanswered(l, &p, answered, now + lease_ms * REDLOCK__NS_PER_MS);
+    redlock__plan_free(&p);
+out:
+    free(include);
+    free(answered);
+}
+
+/* Fencing phase 2: store T on every granting member that still holds;
+ * returns the number of confirmations. */
+static int fence_store(redlock_lock *l, const char *field, uint64_t token,
+                       const unsigned char *answers, int64_t deadline_ns)
+{
+    redlock_client *c = l->client;
+    simple_ctx s;
+    redlock__plan p;
+    char tok[24];
+    unsigned char *include = calloc(l->n, 1), *answered = calloc(l->n, 1);
+    size_t m;
+    int confirmed = 0;
+
+    if (!include || !answered)
+        goto out;
+    memset(&s, 0, sizeof(s));
+    snprintf(tok, sizeof(tok), "%llu", (unsigned long long)token);
+    s.l = l;
+    s.field = field;
+    s.token = tok;
+    s.answered = answered;
+    for (m = 0; m < l->n; m++)
+        include[m] = answers[m] == ANSWER_GRANTED;
+    if (redlock__plan_build(&p, l, include, REDLOCK__SCRIPT_FENCE_STORE, 2, 4, fill_fence,
+                            &s, deadline_ns) != REDLOCK_OK)
+        goto out;
+    s.plan = &p;
+    c->tp.ops->fanout(c->tp.ctx, p.batches, p.nb, on_simple_reply, &s);
+    confirmed = s.ok;
+    redlock__plan_free(&p);
+out:
+    free(include);
+    free(answered);
+    return confirmed;
+}
+
+int redlock__attempt(redlock_lock *l, const char *field, int64_t lease_ms,
+                     redlock__attempt_result *res)
+{
+    redlock_client *c = l->client;
+    const redlock__transport_ops *ops = c->tp.ops;
+    acquire_ctx a;
+    redlock__plan p;
+    char request_id[33];
+    int64_t t0, elapsed_ms, drift_ms;
+    int rc;
+
+    memset(res, 0, sizeof(*res));
+    memset(&a, 0, sizeof(a));
+    redlock__rand_hex(request_id, 16);
+    a.l = l;
+    a.field = field;
+    a.request_id = request_id;
+    a.min_pttl_ms = -1;
+    fmt_i64(a.lease, sizeof(a.lease), lease_ms);
+    /* The latch must outlive any late copy of the request, which can only
+     * matter while a grant it made could still be alive. */
+    fmt_i64(a.latch_ms, sizeof(a.latch_ms), lease_ms);
+    a.rep = redlock__report_begin(l);
+    a.answer = calloc(l->n, 1);
+    if (!a.answer)
+        return redlock__fail(REDLOCK_ENOMEM, "out of memory");
+    redlock__stat_add(&c->stats.attempts, 1);
+
+    t0 = ops->now_ns(c->tp.ctx);
+    rc = redlock__plan_build(&p, l, NULL, REDLOCK__SCRIPT_ACQUIRE, l->fencing ? 3 : 2,
+                             l->fencing ? 6 : 5, fill_acquire, &a,
+                             t0 + redlock__node_timeout_ns(c, lease_ms));
+    if (rc) {
+        free(a.answer);
+        return rc;
+    }
+    a.plan = &p;
+    a.pending = (int)l->n;
+    a.sent_ns = t0;
+    ops->fanout(c->tp.ctx, p.batches, p.nb, on_acquire_reply, &a);
+    redlock__plan_free(&p);
+
+    elapsed_ms = (ops->now_ns(c->tp.ctx) - t0) / REDLOCK__NS_PER_MS;
+    drift_ms = (int64_t)((double)lease_ms * c->drift_factor) + 2;
+    res->granted = a.granted;
+    res->busy = a.busy;
+    res->failed = a.failed;
+    res->min_pttl_ms = a.min_pttl_ms;
+    res->validity_ms = lease_ms - elapsed_ms - drift_ms;
+    res->reentry = !a.fresh;
+    if (a.granted >= l->quorum && res->validity_ms > 0 && l->fencing && a.fresh) {
+        int64_t valid_until = t0 + (lease_ms - drift_ms) * REDLOCK__NS_PER_MS;
+
+        if (fence_store(l, field, a.token, a.answer, valid_until) < l->quorum) {
+            res->granted = 0;
+            res->failed = (int)l->n;
+        } else {
+            res->token = a.token;
+            elapsed_ms = (ops->now_ns(c->tp.ctx) - t0) / REDLOCK__NS_PER_MS;
+            res->validity_ms = lease_ms - elapsed_ms - drift_ms;
+        }
+    }
+    if (res->granted >= l->quorum && res->validity_ms > 0) {
+        free(a.answer);
+        return REDLOCK_OK;
+    }
+    /* Failed: undo on every member that may have granted, including those
+     * that timed out or were never heard from. */
+    abort_attempt(l, field, request_id, lease_ms, a.answer);
+    free(a.answer);
+    if (a.granted >= l->quorum)
+        return REDLOCK_ETIMEOUT; /* granted, but too slowly to be valid */
+    if (a.granted + a.busy >= l->quorum || (a.busy > 0 && a.failed == 0))
+        return REDLOCK_EBUSY;
+    return a.busy > (int)l->n - l->quorum ? REDLOCK_EBUSY : REDLOCK_ENO_QUORUM;
+}
+
+int redlock__release_members(redlock_lock *l, const char *field, int64_t lease_ms,
+                             int drop_all, int64_t give_up_ns, int *released,
+                             int *decremented, int *not_held)
+{
+    redlock_client *c = l->client;
+    simple_ctx s;
+    redlock__plan p;
+    char request_id[33];
+    int64_t now = c->tp.ops->now_ns(c->tp.ctx);
+    int rc;
+
+    memset(&s, 0, sizeof(s));
+    redlock__rand_hex(request_id, 16);
+    s.l = l;
+    s.field = field;
+    s.request_id = request_id;
+    s.drop_all = drop_all ? "1" : "0";
+    s.rep = redlock__report_begin(l);
+    s.answered = calloc(l->n, 1);
+    if (!s.answered)
+        return redlock__fail(REDLOCK_ENOMEM, "out of memory");
+    fmt_i64(s.lease, sizeof(s.lease), lease_ms);
+    /* A retried release must find its latch for as long as retries run. */
+    fmt_i64(s.latch_ms, sizeof(s.latch_ms),
+            (give_up_ns - now) / REDLOCK__NS_PER_MS + 1000);
+    rc = redlock__plan_build(&p, l, NULL, REDLOCK__SCRIPT_RELEASE, 3, 8, fill_abort, &s,
+                             now + redlock__node_timeout_ns(c, lease_ms));
+    if (rc) {
+        free(s.answered);
+        return rc;
+    }
+    s.plan = &p;
+    c->tp.ops->fanout(c->tp.ctx, p.batches, p.nb, on_simple_reply, &s);
+    defer_unanswered(l, &p, s.answered, give_up_ns);
+    if (s.failed)
+        redlock__stat_add(&c->stats.background_releases, (uint64_t)s.failed);
+    redlock__plan_free(&p);
+    free(s.answered);
+    *released = s.ok;
+    *decremented = s.other;
+    *not_held = s.not_held;
+    return REDLOCK_OK;
+}
+
+
+static int on_restore_reply(void *ud, size_t batch, size_t call, int err,
+                            const char *msg, redisReply *r)
+{
+    (void)ud, (void)batch, (void)call, (void)err, (void)msg, (void)r;
+    return 0;
+}
+
+void redlock__restore_members(redlock_lock *l, const char *field, int64_t lease_ms,
+                              const unsigned char *include, int64_t deadline_ns)
+{
+    redlock_client *c = l->client;
+    acquire_ctx a;
+    redlock__plan p;
+    char request_id[33];
+
+    memset(&a, 0, sizeof(a));
+    redlock__rand_hex(request_id, 16);
+    a.l = l;
+    a.field = field;
+    a.request_id = request_id;
+    fmt_i64(a.lease, sizeof(a.lease), lease_ms);
+    fmt_i64(a.latch_ms, sizeof(a.latch_ms), lease_ms);
+    if (redlock__plan_build(&p, l, include, REDLOCK__SCRIPT_ACQUIRE, l->fencing ? 3 : 2,
+                            l->fencing ? 6 : 5, fill_acquire, &a, deadline_ns) != REDLOCK_OK)
+        return;
+    /* The outcome is read by the next tick's renewal, never counted now. */
+    c->tp.ops->fanout(c->tp.ctx, p.batches, p.nb, on_restore_reply, NULL);
+    redlock__plan_free(&p);
+}

@@ -1,0 +1,526 @@
+/*
+ * The watchdog: one thread per client renews every watchdog-leased hold
+ * with one pipelined batch per node per tick, decides per lock whether a
+ * quorum was genuinely renewed within validity, reports losses at once,
+ * and retries releases that could not be delivered.
+ */
+#include <errno.h>
+#include <hiredis/hiredis.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "core/error.h"
+#include "core/util.h"
+#include "lock/internal.h"
+#include "resp/scripts.h"
+
+#define PENDING_RETRY_MS 100
+#define MAX_CALL_ARGS 8
+
+struct redlock__pending {
+    redlock__pending *next;
+    size_t node;
+    int script, nkeys, argc;
+    char *argv[MAX_CALL_ARGS];
+    int64_t give_up_ns;
+    int64_t next_try_ns;
+};
+
+typedef struct held {
+    redlock_lock *l;
+    char field[64];
+    char lease[24];
+    int64_t lease_ms;
+    int64_t validity_end_ns;
+    int64_t acquired_ns;
+    int genuine, other, vanished, failed;
+    unsigned char *member_answer; /* 1 renewed, 2 other, 3 vanished, 4 failed */
+} held;
+
+typedef struct tick_call {
+    held *h;                  /* renewal, or */
+    redlock__pending *p;      /* background call */
+    size_t member;
+} tick_call;
+
+typedef struct tick {
+    held *held;
+    size_t n_held;
+    redlock__pending *pending;  /* taken off the client's list */
+    redlock__batch *batches;
+    size_t nb;
+    redlock__call *calls;
+    tick_call *tags;
+    size_t *batch_start;
+    const char **argv;
+    unsigned char *pending_done;
+    size_t n_pending;
+} tick;
+
+static void free_pending(redlock__pending *p)
+{
+    int i;
+
+    for (i = 0; i < p->argc; i++)
+        free(p->argv[i]);
+    free(p);
+}
+
+void redlock__background_call(redlock_client *c, size_t node, int script, int nkeys,
+                              int argc, const char *const *argv, int64_t give_up_ns)
+{
+    redlock__pending *p;
+    int i;
+
+    if (argc > MAX_CALL_ARGS || !c->wd.running)
+        return;
+    p = calloc(1, sizeof(*p));
+    if (!p)
+        return;
+    p->node = node;
+    p->script = script;
+    p->nkeys = nkeys;
+    p->argc = argc;
+    p->give_up_ns = give_up_ns;
+    p->next_try_ns = c->tp.ops->now_ns(c->tp.ctx) + PENDING_RETRY_MS * REDLOCK__NS_PER_MS;
+    for (i = 0; i < argc; i++) {
+        p->argv[i] = strdup(argv[i] ? argv[i] : "");
+        if (!p->argv[i]) {
+            p->argc = i;
+            free_pending(p);
+            return;
+        }
+    }
+    pthread_mutex_lock(&c->wd.mu);
+    p->next = c->wd.pending;
+    c->wd.pending = p;
+    pthread_cond_broadcast(&c->wd.cond);
+    pthread_mutex_unlock(&c->wd.mu);
+}
+
+void redlock__watchdog_add(redlock_lock *l)
+{
+    redlock__watchdog *wd = &l->client->wd;
+
+    pthread_mutex_lock(&wd->mu);
+    if (!l->wd_listed) {
+        l->wd_listed = 1;
+        l->wd_next = wd->holds;
+        wd->holds = l;
+    }
+    pthread_cond_broadcast(&wd->cond);
+    pthread_mutex_unlock(&wd->mu);
+}
+
+static void unlist(redlock__watchdog *wd, redlock_lock *l)
+{
+    redlock_lock **pp = &wd->holds;
+
+    if (!l->wd_listed)
+        return;
+    while (*pp && *pp != l)
+        pp = &(*pp)->wd_next;
+    if (*pp)
+        *pp = l->wd_next;
+    l->wd_listed = 0;
+    l->wd_next = NULL;
+}
+
+void redlock__watchdog_remove(redlock_lock *l)
+{
+    redlock__watchdog *wd = &l->client->wd;
+
+    pthread_mutex_lock(&wd->mu);
+    unlist(wd, l);
+    /* A tick in flight may still restore a member of this lock; the
+     * caller's release must come after it on every node. */
+    while (l->wd_pins > 0)
+        pthread_cond_wait(&wd->cond, &wd->mu);
+    pthread_mutex_unlock(&wd->mu);
+}
+
+/* Unlists a lost hold from inside a tick (which pins it, so
+ * redlock__watchdog_remove would wait for itself). */
+static void drop_from_list(redlock_client *c, redlock_lock *l)
+{
+    pthread_mutex_lock(&c->wd.mu);
+    unlist(&c->wd, l);
+    pthread_mutex_unlock(&c->wd.mu);
+}
+
+static void fmt_i64(char *buf, size_t cap, int64_t v)
+{
+    snprintf(buf, cap, "%lld", (long long)v);
+}
+
+/* Takes the holds due for renewal (and those due within the next sixth of
+ * a lease, so renewals bunch into few ticks) and the background calls due
+ * now. Called with wd->mu held. */
+static int collect(redlock_client *c, tick *t, int64_t now)
+{
+    redlock__watchdog *wd = &c->wd;
+    redlock_lock *l;
+    redlock__pending **pp;
+    size_t n = 0;
+
+    for (l = wd->holds; l; l = l->wd_next)
+        n++;
+    t->held = calloc(n ? n : 1, sizeof(held));
+    if (!t->held)
+        return -1;
+    for (l = wd->holds; l; l = l->wd_next) {
+        held *h = &t->held[t->n_held];
+        int due;
+
+        pthread_mutex_lock(&l->mu);
+        due = l->state == REDLOCK__HELD && l->watchdog &&
+              l->next_renew_ns <= now + l->lease_ms * REDLOCK__NS_PER_MS / 6;
+        if (due) {
+            h->l = l;
+            memcpy(h->field, l->field, sizeof(h->field));
+            h->lease_ms = l->lease_ms;
+            h->validity_end_ns = l->validity_end_ns;
+            h->acquired_ns = l->acquired_ns;
+            fmt_i64(h->lease, sizeof(h->lease), l->lease_ms);
+        }
+        pthread_mutex_unlock(&l->mu);
+        if (due) {
+            h->member_answer = calloc(l->n, 1);
+            if (!h->member_answer)
+                continue;
+            l->wd_pins++;
+            t->n_held++;
+        }
+    }
+    for (pp = &wd->pending; *pp;) {
+        redlock__pending *p = *pp;
+
+        if (p->next_try_ns <= now) {
+            *pp = p->next;
+            p->next = t->pending;
+            t->pending = p;
+            t->n_pending++;
+        } else {
+            pp = &p->next;
+        }
+    }
+    return 0;
+}
+
+static int build(redlock_client *c, tick *t, int64_t deadline)
+{
+    size_t total = t->n_pending, i, k = 0, node;
+    redlock__pending *p;
+
+    for (i = 0; i < t->n_held; i++)
+        total += t->held[i].l->n;
+    t->calls = calloc(total ? total : 1, sizeof(redlock__call));
+    t->tags = calloc(total ? total : 1, sizeof(tick_call));
+    t->argv = calloc((total ? total : 1) * 3, sizeof(char *));
+    t->batches = calloc(c->n_nodes, sizeof(redlock__batch));
+    t->batch_start = calloc(c->n_nodes, sizeof(size_t));
+    t->pending_done = calloc(t->n_pending ? t->n_pending : 1, 1);
+    if (!t->calls || !t->tags || !t->argv || !t->batches || !t->batch_start ||
+        !t->pending_done)
+        return -1;
+    for (node = 0; node < c->n_nodes; node++) {
+        size_t first = k, pi = 0;
+
+        for (i = 0; i < t->n_held; i++) {
+            held *h = &t->held[i];
+            size_t m;
+
+            for (m = 0; m < h->l->n; m++) {
+                const char **argv = &t->argv[k * 3];
+
+                if (h->l->members[m].node != node)
+                    continue;
+                argv[0] = h->l->members[m].name;
+                argv[1] = h->lease;
+                argv[2] = h->field;
+                t->calls[k] = (redlock__call){REDLOCK__SCRIPT_RENEW, 1, 3, argv, NULL};
+                t->tags[k].h = h;
+                t->tags[k].member = m;
+                k++;
+            }
+        }
+        for (p = t->pending; p; p = p->next, pi++) {
+            if (p->node != node)
+                continue;
+            t->calls[k] = (redlock__call){p->script, p->nkeys, p->argc,
+                                          (const char *const *)p->argv, NULL};
+            t->tags[k].p = p;
+            t->tags[k].member = pi;
+            k++;
+        }
+        if (k > first) {
+            t->batch_start[t->nb] = first;
+            t->batches[t->nb] = (redlock__batch){node, &t->calls[first], k - first, deadline};
+            t->nb++;
+        }
+    }
+    return 0;
+}
+
+static int on_tick_reply(void *ud, size_t batch, size_t call, int err, const char *msg,
+                         redisReply *r)
+{
+    tick *t = ud;
+    tick_call *tag = &t->tags[t->batch_start[batch] + call];
+
+    (void)msg;
+    if (tag->p) {
+        /* Any definitive answer settles a background release. */
+        if (!err && r->type != REDIS_REPLY_ERROR)
+            t->pending_done[tag->member] = 1;
+        return 0;
+    }
+    if (err || r->type != REDIS_REPLY_INTEGER) {
+        tag->h->member_answer[tag->member] = 4;
+        tag->h->failed++;
+    } else if (r->integer == 1) {
+        tag->h->member_answer[tag->member] = 1;
+        tag->h->genuine++;
+    } else if (r->integer == -2) {
+        tag->h->member_answer[tag->member] = 3;
+        tag->h->vanished++;
+    } else {
+        tag->h->member_answer[tag->member] = 2;
+        tag->h->other++;
+    }
+    return 0;
+}
+
+/* Decides one hold after its renewals. Returns the loss reason, or 0. */
+static int judge(redlock_client *c, held *h, int64_t t_tick, int64_t now,
+                 unsigned char *restore)
+{
+    redlock_lock *l = h->l;
+    int64_t drift_ns = ((int64_t)((double)h->lease_ms * c->drift_factor) + 2) *
+                       REDLOCK__NS_PER_MS;
+    int64_t lease_ns = h->lease_ms * REDLOCK__NS_PER_MS;
+    int reason = 0;
+    size_t m;
+
+    pthread_mutex_lock(&l->mu);
+    if (l->state != REDLOCK__HELD || strcmp(l->field, h->field) != 0) {
+        pthread_mutex_unlock(&l->mu);
+        return 0;
+    }
+    if (c->max_hold_ms > 0 && now - h->acquired_ns >= c->max_hold_ms * REDLOCK__NS_PER_MS) {
+        reason = REDLOCK_ETIMEOUT;
+    } else if (h->genuine >= l->quorum && now - t_tick < lease_ns - drift_ns) {
+        /* Validity counts from the tick's start: the renewals may have
+         * been applied at any moment after it. */
+        l->validity_end_ns = t_tick + lease_ns - drift_ns;
+        l->next_renew_ns = t_tick + lease_ns / 3;
+        for (m = 0; m < l->n; m++)
+            restore[m] = h->member_answer[m] == 3;
+    } else if (h->other + h->vanished > (int)l->n - l->quorum) {
+        reason = REDLOCK_ENOT_OWNER;
+    } else if (now >= l->validity_end_ns) {
+        reason = REDLOCK_ENO_QUORUM;
+    } else {
+        /* Not enough answers yet, but still valid: try again soon. */
+        int64_t retry = lease_ns / 10;
+
+        if (retry > 500 * REDLOCK__NS_PER_MS)
+            retry = 500 * REDLOCK__NS_PER_MS;
+        l->next_renew_ns = now + retry;
+    }
+    if (reason) {
+        redlock__hold_lost(l, reason, 1);
+    }
+    pthread_mutex_unlock(&l->mu);
+    return reason;
+}
+
+static void tick_free(tick *t)
+{
+    size_t i;
+
+    for (i = 0; t->held && i < t->n_held; i++)
+        free(t->held[i].member_answer);
+    free(t->held);
+    free(t->calls);
+    free(t->tags);
+    free(t->argv);
+    free(t->batches);
+    free(t->batch_start);
+    free(t->pending_done);
+}
+
+static void settle_pending(redlock_client *c, tick *t, int64_t now)
+{
+    redlock__pending *p = t->pending, *next;
+    size_t pi = 0;
+
+    for (; p; p = next, pi++) {
+        next = p->next;
+        if (t->pending_done[pi] || now >= p->give_up_ns) {
+            free_pending(p);
+            continue;
+        }
+        p->next_try_ns = now + (PENDING_RETRY_MS +
+                                (int64_t)redlock__rand_below(PENDING_RETRY_MS)) *
+                                   REDLOCK__NS_PER_MS;
+        pthread_mutex_lock(&c->wd.mu);
+        p->next = c->wd.pending;
+        c->wd.pending = p;
+        pthread_mutex_unlock(&c->wd.mu);
+    }
+    t->pending = NULL;
+}
+
+void redlock__watchdog_tick(redlock_client *c)
+{
+    const redlock__transport_ops *ops = c->tp.ops;
+    int64_t t_tick = ops->now_ns(c->tp.ctx), now, deadline;
+    int64_t lease_ms = c->watchdog_lease_ms;
+    tick t;
+    size_t i;
+
+    memset(&t, 0, sizeof(t));
+    pthread_mutex_lock(&c->wd.mu);
+    if (collect(c, &t, t_tick) != 0) {
+        pthread_mutex_unlock(&c->wd.mu);
+        return;
+    }
+    pthread_mutex_unlock(&c->wd.mu);
+    for (i = 0; i < t.n_held; i++)
+        if (t.held[i].lease_ms < lease_ms)
+            lease_ms = t.held[i].lease_ms;
+    deadline = t_tick + redlock__node_timeout_ns(c, lease_ms);
+    if (build(c, &t, deadline) == 0 && t.nb > 0) {
+        ops->fanout(c->tp.ctx, t.batches, t.nb, on_tick_reply, &t);
+        redlock__stat_add(&c->stats.watchdog_ticks, 1);
+        redlock__stat_add(&c->stats.watchdog_batches, t.nb);
+        redlock__stat_add(&c->stats.renewals, t.n_held);
+    }
+    now = ops->now_ns(c->tp.ctx);
+    for (i = 0; i < t.n_held; i++) {
+        held *h = &t.held[i];
+        unsigned char restore[REDLOCK__MAX_NODES] = {0};
+        int reason = judge(c, h, t_tick, now, restore);
+        size_t m;
+        int any = 0;
+
+        if (reason) {
+            int a, b, d;
+
+            drop_from_list(c, h->l);
+            /* Release what is left so others need not wait for the lease. */
+            redlock__release_members(h->l, h->field, h->lease_ms, 1,
+                                     now + h->lease_ms * REDLOCK__NS_PER_MS, &a, &b, &d);
+            continue;
+        }
+        for (m = 0; m < h->l->n; m++)
+            any |= restore[m];
+        /* Restore the fault margin only while the lock is valid and the
+         * genuine renewals alone reach the quorum (judge checked both). */
+        if (any)
+            redlock__restore_members(h->l, h->field, h->lease_ms, restore,
+                                     now + redlock__node_timeout_ns(c, h->lease_ms));
+    }
+    settle_pending(c, &t, now);
+    pthread_mutex_lock(&c->wd.mu);
+    for (i = 0; i < t.n_held; i++)
+        t.held[i].l->wd_pins--;
+    pthread_cond_broadcast(&c->wd.cond);
+    pthread_mutex_unlock(&c->wd.mu);
+    tick_free(&t);
+}
+
+/* The next moment anything is due. Called with wd->mu held. */
+static int64_t next_due(redlock_client *c)
+{
+    int64_t next = INT64_MAX;
+    redlock_lock *l;
+    redlock__pending *p;
+
+    for (l = c->wd.holds; l; l = l->wd_next) {
+        pthread_mutex_lock(&l->mu);
+        if (l->state == REDLOCK__HELD && l->watchdog && l->next_renew_ns < next)
+            next = l->next_renew_ns;
+        pthread_mutex_unlock(&l->mu);
+    }
+    for (p = c->wd.pending; p; p = p->next)
+        if (p->next_try_ns < next)
+            next = p->next_try_ns;
+    return next;
+}
+
+static void *watchdog_main(void *arg)
+{
+    redlock_client *c = arg;
+    redlock__watchdog *wd = &c->wd;
+
+    pthread_mutex_lock(&wd->mu);
+    while (!wd->closing) {
+        int64_t next = next_due(c), now = c->tp.ops->now_ns(c->tp.ctx);
+
+        if (next <= now) {
+            pthread_mutex_unlock(&wd->mu);
+            redlock__watchdog_tick(c);
+            pthread_mutex_lock(&wd->mu);
+            continue;
+        }
+        if (next == INT64_MAX) {
+            pthread_cond_wait(&wd->cond, &wd->mu);
+        } else {
+            struct timespec ts;
+
+            /* The fake transport's clock is virtual; the real one is
+             * CLOCK_MONOTONIC, which the condition variable uses too. */
+            if (c->tp.ops->now_ns != redlock__net_ops.now_ns)
+                next = redlock__now_ns() + (next - now);
+            ts.tv_sec = next / 1000000000LL;
+            ts.tv_nsec = next % 1000000000LL;
+            pthread_cond_timedwait(&wd->cond, &wd->mu, &ts);
+        }
+    }
+    pthread_mutex_unlock(&wd->mu);
+    return NULL;
+}
+
+int redlock__watchdog_start(redlock_client *c)
+{
+    redlock__watchdog *wd = &c->wd;
+    pthread_condattr_t ca;
+
+    pthread_mutex_init(&wd->mu, NULL);
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(&wd->cond, &ca);
+    pthread_condattr_destroy(&ca);
+    if (pthread_create(&wd->thread, NULL, watchdog_main, c) != 0) {
+        pthread_mutex_destroy(&wd->mu);
+        pthread_cond_destroy(&wd->cond);
+        return redlock__fail(REDLOCK_ENOMEM, "cannot start the watchdog thread");
+    }
+    wd->running = 1;
+    return REDLOCK_OK;
+}
+
+void redlock__watchdog_stop(redlock_client *c)
+{
+    redlock__watchdog *wd = &c->wd;
+    redlock__pending *p;
+
+    if (!wd->running)
+        return;
+    pthread_mutex_lock(&wd->mu);
+    wd->closing = 1;
+    pthread_cond_broadcast(&wd->cond);
+    pthread_mutex_unlock(&wd->mu);
+    pthread_join(wd->thread, NULL);
+    wd->running = 0;
+    while ((p = wd->pending) != NULL) {
+        wd->pending = p->next;
+        free_pending(p);
+    }
+    pthread_mutex_destroy(&wd->mu);
+    pthread_cond_destroy(&wd->cond);
+}

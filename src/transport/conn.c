@@ -1,0 +1,482 @@
+#define _GNU_SOURCE
+#include "transport/conn.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <hiredis/hiredis.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <openssl/err.h>
+#include <openssl/ssl.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "core/error.h"
+#include "transport/tls.h"
+
+/* Beyond this many abandoned replies a node is hopelessly behind; a fresh
+ * connection costs less than draining them. */
+#define MAX_SKIP 256
+
+void redlock__conn_init(redlock__conn *c, const redlock__node *node)
+{
+    memset(c, 0, sizeof(*c));
+    c->node = node;
+    c->fd = -1;
+}
+
+void redlock__conn_close(redlock__conn *c)
+{
+    if (c->ssl) {
+        SSL_free(c->ssl);
+        c->ssl = NULL;
+    }
+    if (c->fd >= 0) {
+        close(c->fd);
+        c->fd = -1;
+    }
+    if (c->reader) {
+        redisReaderFree(c->reader);
+        c->reader = NULL;
+    }
+    redlock__buf_free(&c->out);
+    c->state = REDLOCK__CONN_CLOSED;
+    c->skip = c->handshake = 0;
+    c->tls_want_write = 0;
+}
+
+static int conn_fail(redlock__conn *c, int code, const char *fmt, ...)
+    REDLOCK__PRINTF(3, 4);
+
+static int conn_fail(redlock__conn *c, int code, const char *fmt, ...)
+{
+    size_t used;
+    va_list ap;
+
+    redlock__conn_close(c);
+    /* "<node>: <what>", the form every message about a node takes. */
+    redlock__copy_msg(c->errmsg, sizeof(c->errmsg), c->node->uri.display);
+    used = strlen(c->errmsg);
+    if (used + 2 < sizeof(c->errmsg)) {
+        memcpy(c->errmsg + used, ": ", 3);
+        used += 2;
+        va_start(ap, fmt);
+        vsnprintf(c->errmsg + used, sizeof(c->errmsg) - used, fmt, ap);
+        va_end(ap);
+    }
+    return code;
+}
+
+static int queue_argv(redlock__conn *c, int argc, const char **argv)
+{
+    char *cmd = NULL;
+    int len = redisFormatCommandArgv(&cmd, argc, argv, NULL);
+    int rc;
+
+    if (len < 0)
+        return REDLOCK_ENOMEM;
+    rc = redlock__buf_append(&c->out, cmd, (size_t)len) ? REDLOCK_ENOMEM : REDLOCK_OK;
+    redisFreeCommand(cmd);
+    return rc;
+}
+
+/* AUTH and SELECT are pipelined ahead of the first command; their replies
+ * are checked as they arrive and never reach the caller. */
+static int queue_handshake(redlock__conn *c)
+{
+    const redlock__node *n = c->node;
+    char db[16];
+
+    if (n->password) {
+        const char *argv[3] = {"AUTH", n->username, n->password};
+        int rc = n->username ? queue_argv(c, 3, argv)
+                             : queue_argv(c, 2, (const char *[]){"AUTH", n->password});
+        if (rc)
+            return rc;
+        c->handshake++;
+    }
+    if (n->uri.db != 0) {
+        snprintf(db, sizeof(db), "%d", n->uri.db);
+        if (queue_argv(c, 2, (const char *[]){"SELECT", db}))
+            return REDLOCK_ENOMEM;
+        c->handshake++;
+    }
+    return REDLOCK_OK;
+}
+
+static int tune_socket(int fd, int tcp)
+{
+    int one = 1;
+    int flags = fcntl(fd, F_GETFL);
+
+    if (flags < 0 || fcntl(fd, F_SETFL, flags | O_NONBLOCK) < 0)
+        return -1;
+    if (tcp) {
+        /* Lock requests are tiny and latency-bound. */
+        setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+        setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &one, sizeof(one));
+    }
+    return 0;
+}
+
+static int open_unix(redlock__conn *c)
+{
+    struct sockaddr_un sa;
+    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+
+    if (fd < 0)
+        return conn_fail(c, REDLOCK_ECONNECT, "socket: %s", strerror(errno));
+    memset(&sa, 0, sizeof(sa));
+    sa.sun_family = AF_UNIX;
+    snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", c->node->uri.path);
+    c->fd = fd;
+    if (tune_socket(fd, 0) < 0)
+        return conn_fail(c, REDLOCK_ECONNECT, "fcntl: %s", strerror(errno));
+    if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0 || errno == EINPROGRESS ||
+        errno == EAGAIN) {
+        c->state = REDLOCK__CONN_CONNECTING;
+        return REDLOCK_OK;
+    }
+    return conn_fail(c, REDLOCK_ECONNECT, "connect: %s", strerror(errno));
+}
+
+static int open_tcp(redlock__conn *c)
+{
+    struct addrinfo hints, *res = NULL, *ai;
+    char port[8];
+    int rc, saved = 0;
+
+    memset(&hints, 0, sizeof(hints));
+    hints.ai_family = AF_UNSPEC;
+    hints.ai_socktype = SOCK_STREAM;
+    snprintf(port, sizeof(port), "%d", c->node->uri.port);
+    /* getaddrinfo blocks on DNS; nodes are normally addresses or names in
+     * /etc/hosts, and the lookup happens only when (re)connecting. */
+    rc = getaddrinfo(c->node->uri.host, port, &hints, &res);
+    if (rc != 0)
+        return conn_fail(c, REDLOCK_ECONNECT, "resolve: %s", gai_strerror(rc));
+    for (ai = res; ai; ai = ai->ai_next) {
+        int fd = socket(ai->ai_family, ai->ai_socktype | SOCK_CLOEXEC, ai->ai_protocol);
+
+        if (fd < 0) {
+            saved = errno;
+            continue;
+        }
+        if (tune_socket(fd, 1) < 0) {
+            saved = errno;
+            close(fd);
+            continue;
+        }
+        if (connect(fd, ai->ai_addr, ai->ai_addrlen) == 0 || errno == EINPROGRESS) {
+            c->fd = fd;
+            c->state = REDLOCK__CONN_CONNECTING;
+            freeaddrinfo(res);
+            return REDLOCK_OK;
+        }
+        saved = errno;
+        close(fd);
+    }
+    freeaddrinfo(res);
+    return conn_fail(c, REDLOCK_ECONNECT, "connect: %s", strerror(saved));
+}
+
+int redlock__conn_open(redlock__conn *c)
+{
+    int rc;
+
+    if (c->state != REDLOCK__CONN_CLOSED)
+        return REDLOCK_OK;
+    c->errmsg[0] = '\0';
+    c->reader = redisReaderCreate();
+    if (!c->reader)
+        return conn_fail(c, REDLOCK_ENOMEM, "out of memory");
+    rc = c->node->uri.kind == REDLOCK__NODE_UNIX ? open_unix(c) : open_tcp(c);
+    if (rc)
+        return rc;
+    if (c->node->uri.kind == REDLOCK__NODE_TLS) {
+        char err[128];
+
+        rc = redlock__tls_ssl_new(c->node->ssl_ctx, c->fd, c->node->tls_server_name,
+                                  c->node->tls_verify, &c->ssl, err, sizeof(err));
+        if (rc)
+            return conn_fail(c, rc, "%s", err);
+    }
+    if (queue_handshake(c))
+        return conn_fail(c, REDLOCK_ENOMEM, "out of memory");
+    return REDLOCK_OK;
+}
+
+int redlock__conn_queue(redlock__conn *c, const char *cmd, size_t len)
+{
+    return redlock__buf_append(&c->out, cmd, len) ? REDLOCK_ENOMEM : REDLOCK_OK;
+}
+
+short redlock__conn_events(const redlock__conn *c)
+{
+    switch (c->state) {
+    case REDLOCK__CONN_CONNECTING:
+        return POLLOUT;
+    case REDLOCK__CONN_TLS_HANDSHAKE:
+        return c->tls_want_write ? POLLOUT : POLLIN;
+    case REDLOCK__CONN_READY:
+        return (short)(POLLIN | (redlock__buf_pending(&c->out) || c->tls_want_write
+                                     ? POLLOUT : 0));
+    default:
+        return 0;
+    }
+}
+
+static int finish_connect(redlock__conn *c)
+{
+    int err = 0;
+    socklen_t len = sizeof(err);
+
+    if (getsockopt(c->fd, SOL_SOCKET, SO_ERROR, &err, &len) < 0)
+        err = errno;
+    if (err == EINPROGRESS)
+        return REDLOCK_OK;
+    if (err)
+        return conn_fail(c, REDLOCK_ECONNECT, "connect: %s", strerror(err));
+    c->state = c->ssl ? REDLOCK__CONN_TLS_HANDSHAKE : REDLOCK__CONN_READY;
+    return REDLOCK_OK;
+}
+
+static int tls_handshake(redlock__conn *c)
+{
+    int r, e;
+    char msg[128];
+
+    ERR_clear_error();
+    r = SSL_connect(c->ssl);
+    if (r == 1) {
+        c->tls_want_write = 0;
+        c->state = REDLOCK__CONN_READY;
+        return REDLOCK_OK;
+    }
+    e = SSL_get_error(c->ssl, r);
+    if (e == SSL_ERROR_WANT_READ || e == SSL_ERROR_WANT_WRITE) {
+        c->tls_want_write = e == SSL_ERROR_WANT_WRITE;
+        return REDLOCK_OK;
+    }
+    if (e == SSL_ERROR_SYSCALL && ERR_peek_error() == 0)
+        return conn_fail(c, REDLOCK_ETLS, "TLS handshake: connection closed (%s)",
+                         errno ? strerror(errno) : "EOF");
+    redlock__tls_describe(c->ssl, "TLS handshake", msg, sizeof(msg));
+    return conn_fail(c, REDLOCK_ETLS, "%s", msg);
+}
+
+/* A peer that closes its end must not kill the process with SIGPIPE:
+ * plain sockets use MSG_NOSIGNAL; OpenSSL writes with write(), so SIGPIPE
+ * is blocked for this thread around the call and a pending one consumed. */
+static ssize_t tls_write(redlock__conn *c, const char *p, size_t n, int *ssl_err)
+{
+    sigset_t pipe_set, old;
+    struct timespec zero = {0, 0};
+    int r;
+
+    sigemptyset(&pipe_set);
+    sigaddset(&pipe_set, SIGPIPE);
+    pthread_sigmask(SIG_BLOCK, &pipe_set, &old);
+    ERR_clear_error();
+    r = SSL_write(c->ssl, p, (int)n);
+    *ssl_err = r > 0 ? SSL_ERROR_NONE : SSL_get_error(c->ssl, r);
+    if (r <= 0 && !sigismember(&old, SIGPIPE))
+        while (sigtimedwait(&pipe_set, NULL, &zero) > 0)
+            ;
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    return r;
+}
+
+static int flush_out(redlock__conn *c)
+{
+    while (redlock__buf_pending(&c->out)) {
+        const char *p = c->out.data + c->out.off;
+        size_t n = redlock__buf_pending(&c->out);
+        ssize_t w;
+
+        if (c->ssl) {
+            int e;
+            char msg[128];
+
+            w = tls_write(c, p, n, &e);
+            if (w <= 0) {
+                if (e == SSL_ERROR_WANT_WRITE || e == SSL_ERROR_WANT_READ) {
+                    c->tls_want_write = e == SSL_ERROR_WANT_WRITE;
+                    return REDLOCK_OK;
+                }
+                redlock__tls_describe(c->ssl, "TLS write", msg, sizeof(msg));
+                return conn_fail(c, REDLOCK_EIO, "%s", msg);
+            }
+            c->tls_want_write = 0;
+        } else {
+            w = send(c->fd, p, n, MSG_NOSIGNAL);
+            if (w < 0) {
+                if (errno == EAGAIN || errno == EWOULDBLOCK)
+                    return REDLOCK_OK;
+                if (errno == EINTR)
+                    continue;
+                return conn_fail(c, REDLOCK_EIO, "write: %s", strerror(errno));
+            }
+        }
+        redlock__buf_consume(&c->out, (size_t)w);
+    }
+    return REDLOCK_OK;
+}
+
+static int read_in(redlock__conn *c)
+{
+    char buf[16384];
+
+    for (;;) {
+        ssize_t r;
+
+        if (c->ssl) {
+            int e;
+            char msg[128];
+
+            ERR_clear_error();
+            r = SSL_read(c->ssl, buf, sizeof(buf));
+            if (r <= 0) {
+                e = SSL_get_error(c->ssl, (int)r);
+                if (e == SSL_ERROR_WANT_READ)
+                    return REDLOCK_OK;
+                if (e == SSL_ERROR_WANT_WRITE) {
+                    c->tls_want_write = 1;
+                    return REDLOCK_OK;
+                }
+                if (e == SSL_ERROR_ZERO_RETURN ||
+                    (e == SSL_ERROR_SYSCALL && ERR_peek_error() == 0))
+                    return conn_fail(c, REDLOCK_EIO, "connection closed by server");
+                /* E.g. the server rejecting a missing client certificate
+                 * after a TLS 1.3 handshake that looked complete. */
+                redlock__tls_describe(c->ssl, "TLS", msg, sizeof(msg));
+                return conn_fail(c, REDLOCK_ETLS, "%s", msg);
+            }
+        } else {
+            r = recv(c->fd, buf, sizeof(buf), 0);
+            if (r == 0)
+                return conn_fail(c, REDLOCK_EIO, "connection closed by server");
+            if (r < 0) {
+                if (errno == EAGAIN || errno == EWOULDBLOCK)
+                    return REDLOCK_OK;
+                if (errno == EINTR)
+                    continue;
+                return conn_fail(c, REDLOCK_EIO, "read: %s", strerror(errno));
+            }
+        }
+        if (redisReaderFeed(c->reader, buf, (size_t)r) != REDIS_OK)
+            return conn_fail(c, REDLOCK_EPROTO, "protocol error");
+        if ((size_t)r < sizeof(buf) && !(c->ssl && SSL_pending(c->ssl)))
+            return REDLOCK_OK;
+    }
+}
+
+int redlock__conn_io(redlock__conn *c, short revents)
+{
+    int rc;
+
+    if (c->state == REDLOCK__CONN_CLOSED)
+        return REDLOCK_EIO;
+    if (c->state == REDLOCK__CONN_CONNECTING) {
+        if (!(revents & (POLLOUT | POLLERR | POLLHUP)))
+            return REDLOCK_OK;
+        if ((rc = finish_connect(c)) != REDLOCK_OK ||
+            c->state == REDLOCK__CONN_CONNECTING)
+            return rc;
+    }
+    if (c->state == REDLOCK__CONN_TLS_HANDSHAKE) {
+        if ((rc = tls_handshake(c)) != REDLOCK_OK ||
+            c->state == REDLOCK__CONN_TLS_HANDSHAKE)
+            return rc;
+        if (!c->node->tls_verify)
+            snprintf(c->errmsg, sizeof(c->errmsg),
+                     "%s: TLS certificate NOT verified (insecure_skip_verify)",
+                     c->node->uri.display);
+    }
+    if ((rc = flush_out(c)) != REDLOCK_OK)
+        return rc;
+    if (revents & (POLLIN | POLLHUP | POLLERR) || (c->ssl && SSL_pending(c->ssl)))
+        return read_in(c);
+    return REDLOCK_OK;
+}
+
+int redlock__server_error_code(const char *msg)
+{
+    static const struct {
+        const char *prefix;
+        int code;
+    } map[] = {
+        {"LOADING", REDLOCK_ELOADING},   {"READONLY", REDLOCK_EREADONLY},
+        {"OOM", REDLOCK_EOOM},           {"NOAUTH", REDLOCK_EAUTH},
+        {"WRONGPASS", REDLOCK_EAUTH},    {"NOPERM", REDLOCK_EAUTH},
+    };
+    size_t i;
+
+    for (i = 0; i < sizeof(map) / sizeof(map[0]); i++)
+        if (strncmp(msg, map[i].prefix, strlen(map[i].prefix)) == 0)
+            return map[i].code;
+    return REDLOCK_ESERVER;
+}
+
+int redlock__conn_next_reply(redlock__conn *c, redisReply **out)
+{
+    for (;;) {
+        void *r = NULL;
+
+        if (!c->reader)
+            return 0;
+        if (redisReaderGetReply(c->reader, &r) != REDIS_OK) {
+            char why[100];
+
+            /* Copied first: conn_fail frees the reader. */
+            redlock__copy_msg(why, sizeof(why), c->reader->errstr);
+            return -conn_fail(c, REDLOCK_EPROTO, "protocol error: %s", why);
+        }
+        if (!r)
+            return 0;
+        if (c->handshake) {
+            redisReply *h = r;
+
+            c->handshake--;
+            if (h->type == REDIS_REPLY_ERROR) {
+                int code = redlock__server_error_code(h->str);
+                char msg[100];
+
+                redlock__copy_msg(msg, sizeof(msg), h->str);
+                freeReplyObject(h);
+                return -conn_fail(c, code, "%s", msg);
+            }
+            freeReplyObject(h);
+            continue;
+        }
+        if (c->skip) {
+            c->skip--;
+            freeReplyObject(r);
+            continue;
+        }
+        *out = r;
+        return 1;
+    }
+}
+
+void redlock__conn_abandon(redlock__conn *c, unsigned unanswered)
+{
+    if (unanswered == 0 || c->state == REDLOCK__CONN_CLOSED)
+        return;
+    if (c->state != REDLOCK__CONN_READY || redlock__buf_pending(&c->out) ||
+        c->tls_want_write || c->skip + unanswered > MAX_SKIP) {
+        redlock__conn_close(c);
+        return;
+    }
+    c->skip += unanswered;
+}

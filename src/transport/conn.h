@@ -1,0 +1,86 @@
+/*
+ * One connection to one Redis node: a non-blocking socket (optionally
+ * wrapped in TLS) driven by the caller's poll loop. Connecting, the TLS
+ * handshake, AUTH and SELECT all happen inside the same loop as the first
+ * command, so a fan-out never waits on one node's set-up before another's.
+ *
+ * A connection is used by one thread at a time (the pool hands it out).
+ */
+#ifndef REDLOCK_TRANSPORT_CONN_H
+#define REDLOCK_TRANSPORT_CONN_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "config/uri.h"
+#include "core/util.h"
+
+struct ssl_ctx_st;
+struct ssl_st;
+struct redisReply;
+struct redisReader;
+
+/* Everything needed to reach one node; immutable after client creation. */
+typedef struct redlock__node {
+    redlock__node_uri uri;
+    const char *username;          /* effective ACL user or NULL */
+    const char *password;          /* effective password or NULL */
+    struct ssl_ctx_st *ssl_ctx;    /* TLS nodes only, shared by the client */
+    const char *tls_server_name;   /* SNI and verification name */
+    int tls_verify;
+} redlock__node;
+
+typedef enum redlock__conn_state {
+    REDLOCK__CONN_CLOSED = 0,
+    REDLOCK__CONN_CONNECTING,
+    REDLOCK__CONN_TLS_HANDSHAKE,
+    REDLOCK__CONN_READY
+} redlock__conn_state;
+
+typedef struct redlock__conn {
+    const redlock__node *node;
+    int fd;
+    struct ssl_st *ssl;
+    redlock__conn_state state;
+    int tls_want_write;   /* the last TLS call needs the socket writable */
+    struct redisReader *reader;
+    redlock__buf out;
+    unsigned skip;        /* replies of abandoned requests, to discard */
+    unsigned handshake;   /* AUTH/SELECT replies still expected */
+    char errmsg[128];     /* why the last operation failed */
+} redlock__conn;
+
+void redlock__conn_init(redlock__conn *c, const redlock__node *node);
+
+/* Opens the socket if closed (non-blocking connect, TLS set-up, queued
+ * AUTH/SELECT). Returns REDLOCK_OK or an error with c->errmsg set. */
+int redlock__conn_open(redlock__conn *c);
+
+/* Appends an encoded command to the output. */
+int redlock__conn_queue(redlock__conn *c, const char *cmd, size_t len);
+
+/* poll() events the connection is waiting for. */
+short redlock__conn_events(const redlock__conn *c);
+
+/* Makes progress after poll() reported revents: finishes connecting and
+ * the TLS handshake, writes queued output, reads what arrived. Returns
+ * REDLOCK_OK, or an error after which the connection is closed. */
+int redlock__conn_io(redlock__conn *c, short revents);
+
+/* Takes the next reply meant for the caller: 1 and *reply (caller frees
+ * with freeReplyObject), 0 if none is complete yet, or a negative redlock
+ * error (-code) if the stream is corrupt or a handshake reply failed; the
+ * connection is then closed. Stale and handshake replies are consumed. */
+int redlock__conn_next_reply(redlock__conn *c, struct redisReply **reply);
+
+/* Gives up on `unanswered` requests: their replies will be discarded when
+ * they arrive. A connection that cannot be reused that way (output not
+ * yet written, still connecting, too far behind) is closed instead. */
+void redlock__conn_abandon(redlock__conn *c, unsigned unanswered);
+
+void redlock__conn_close(redlock__conn *c);
+
+/* Maps a server error reply ("-LOADING ...") to a redlock error code. */
+int redlock__server_error_code(const char *msg);
+
+#endif

@@ -1,0 +1,410 @@
+#define _GNU_SOURCE
+#include "transport/net.h"
+
+#include <errno.h>
+#include <hiredis/hiredis.h>
+#include <poll.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "core/error.h"
+#include "resp/scripts.h"
+#include "transport/pubsub.h"
+
+#define MAX_BATCHES 64
+#define MAX_ARGS 16
+/* Calls per batch kept on the stack; watchdog batches can be far larger
+ * (one renewal per held lock) and go to the heap. */
+#define INLINE_CALLS 8
+
+typedef struct redlock__connset {
+    struct redlock__connset *next;
+    redlock__conn conns[];
+} redlock__connset;
+
+int redlock__queue_call(redlock__conn *c, const redlock__call *call, int fallback)
+{
+    const char *argv[MAX_ARGS + 3];
+    size_t lens[MAX_ARGS + 3];
+    char nkeys[12];
+    int argc = 0, i, len;
+    char *cmd = NULL;
+
+    if (call->argc > MAX_ARGS)
+        return REDLOCK_EINVAL;
+    if (call->script >= 0) {
+        const redlock__script *s = &redlock__scripts[call->script];
+
+        argv[argc] = fallback ? "EVAL" : "EVALSHA";
+        lens[argc++] = fallback ? 4 : 7;
+        argv[argc] = fallback ? s->body : s->sha1;
+        lens[argc++] = fallback ? s->len : 40;
+        snprintf(nkeys, sizeof(nkeys), "%d", call->nkeys);
+        argv[argc] = nkeys;
+        lens[argc++] = strlen(nkeys);
+    }
+    for (i = 0; i < call->argc; i++) {
+        argv[argc] = call->argv[i];
+        lens[argc++] = call->argvlen ? call->argvlen[i] : strlen(call->argv[i]);
+    }
+    len = redisFormatCommandArgv(&cmd, argc, argv, lens);
+    if (len < 0)
+        return REDLOCK_ENOMEM;
+    i = redlock__conn_queue(c, cmd, (size_t)len);
+    redisFreeCommand(cmd);
+    return i;
+}
+
+/* Per-batch progress. Replies come back in the order requests were sent,
+ * so the calls awaiting an answer form a FIFO; a NOSCRIPT answer re-queues
+ * its call as EVAL at the tail. */
+typedef struct slot {
+    redlock__conn *conn;
+    const redlock__batch *batch;
+    size_t fifo[INLINE_CALLS];
+    unsigned char fell_back[INLINE_CALLS];
+    size_t *queue;       /* call indices, in send order (2 x ncalls) */
+    unsigned char *eval; /* whether that send was the EVAL fallback */
+    size_t head, tail;
+    int64_t started;
+    int done;
+} slot;
+
+static size_t slot_pending(const slot *s)
+{
+    return s->tail - s->head;
+}
+
+static void free_slot(slot *s)
+{
+    if (s->queue != s->fifo)
+        free(s->queue);
+    if (s->eval != s->fell_back)
+        free(s->eval);
+}
+
+static int report(slot *s, size_t bi, int err, const char *msg, redisReply *r,
+                  redlock__reply_fn fn, void *ud)
+{
+    size_t call = s->queue[s->head++];
+
+    return fn(ud, bi, call, err, msg, r);
+}
+
+/* Fails every outstanding call of a slot with err. */
+static int fail_slot(slot *s, size_t bi, int err, const char *msg,
+                     redlock__reply_fn fn, void *ud, uint64_t *failures)
+{
+    unsigned left = (unsigned)slot_pending(s);
+    int stop = 0;
+
+    if (failures)
+        __atomic_add_fetch(&failures[s->batch->node], 1, __ATOMIC_RELAXED);
+    while (slot_pending(s))
+        stop |= report(s, bi, err, msg, NULL, fn, ud);
+    s->done = 1;
+    /* Keeps the reply stream in step (or closes the connection). */
+    redlock__conn_abandon(s->conn, left);
+    return stop;
+}
+
+static int is_noscript(const redisReply *r)
+{
+    return r->type == REDIS_REPLY_ERROR && strncmp(r->str, "NOSCRIPT", 8) == 0;
+}
+
+/* Hands every complete reply of a slot to the caller. */
+static int drain_replies(slot *s, size_t bi, redlock__reply_fn fn, void *ud,
+                         uint64_t *failures)
+{
+    redisReply *r;
+    int got, stop = 0;
+
+    while (!s->done && (got = redlock__conn_next_reply(s->conn, &r)) != 0) {
+        size_t call;
+
+        if (got < 0)
+            return fail_slot(s, bi, -got, s->conn->errmsg, fn, ud, failures);
+        if (!slot_pending(s)) {
+            /* A reply nobody asked for: the stream is out of step. */
+            freeReplyObject(r);
+            redlock__conn_close(s->conn);
+            return fail_slot(s, bi, REDLOCK_EPROTO, "unexpected extra reply", fn, ud,
+                             failures);
+        }
+        call = s->queue[s->head];
+        if (is_noscript(r) && s->batch->calls[call].script >= 0 && !s->eval[s->head]) {
+            /* The node lost its script cache (restart, SCRIPT FLUSH):
+             * resend the body once; the EVAL also reloads the cache. */
+            freeReplyObject(r);
+            s->head++;
+            if (redlock__queue_call(s->conn, &s->batch->calls[call], 1) != REDLOCK_OK)
+                return fail_slot(s, bi, REDLOCK_ENOMEM, "out of memory", fn, ud, NULL);
+            s->eval[s->tail] = 1;
+            s->queue[s->tail++] = call;
+            if (redlock__conn_io(s->conn, POLLOUT) != REDLOCK_OK)
+                return fail_slot(s, bi, REDLOCK_EIO, s->conn->errmsg, fn, ud, failures);
+            continue;
+        }
+        stop |= report(s, bi, 0, NULL, r, fn, ud);
+        freeReplyObject(r);
+        if (!slot_pending(s))
+            s->done = 1;
+        if (stop)
+            return stop;
+    }
+    return stop;
+}
+
+static int start_slot(slot *s, size_t bi, redlock__reply_fn fn, void *ud,
+                      uint64_t *failures)
+{
+    size_t i;
+    int rc;
+
+    for (i = 0; i < s->batch->ncalls; i++) {
+        s->eval[s->tail] = 0;
+        s->queue[s->tail++] = i;
+    }
+    if ((rc = redlock__conn_open(s->conn)) != REDLOCK_OK)
+        return fail_slot(s, bi, rc, s->conn->errmsg, fn, ud, failures);
+    for (i = 0; i < s->batch->ncalls; i++)
+        if ((rc = redlock__queue_call(s->conn, &s->batch->calls[i], 0)) != REDLOCK_OK)
+            return fail_slot(s, bi, rc, "cannot encode command", fn, ud, NULL);
+    /* Write at once on a ready connection: saves a poll() per request. */
+    if ((rc = redlock__conn_io(s->conn, POLLOUT)) != REDLOCK_OK)
+        return fail_slot(s, bi, rc, s->conn->errmsg, fn, ud, failures);
+    return 0;
+}
+
+/* While a connection is still being set up it gets the connect timeout;
+ * once ready, the caller's (much shorter) request deadline applies. */
+static int64_t slot_deadline(const slot *s, int connect_timeout_ms)
+{
+    int64_t d = s->batch->deadline_ns;
+
+    if (s->conn->state != REDLOCK__CONN_READY) {
+        int64_t c = s->started + (int64_t)connect_timeout_ms * REDLOCK__NS_PER_MS;
+        if (c > d)
+            d = c;
+    }
+    return d;
+}
+
+int redlock__fanout_conns(redlock__conn *conns, const redlock__batch *batches,
+                          size_t n, int connect_timeout_ms, uint64_t *failures,
+                          redlock__reply_fn fn, void *ud)
+{
+    slot slots[MAX_BATCHES];
+    struct pollfd pfd[MAX_BATCHES];
+    size_t idx[MAX_BATCHES];
+    int stop = 0;
+    size_t i, active;
+    int64_t now = redlock__now_ns();
+
+    if (n > MAX_BATCHES)
+        return REDLOCK_EINVAL;
+    for (i = 0; i < n; i++) {
+        slot *s = &slots[i];
+
+        memset(s, 0, offsetof(slot, fifo));
+        s->conn = &conns[batches[i].node];
+        s->batch = &batches[i];
+        s->queue = s->fifo;
+        s->eval = s->fell_back;
+        s->started = now;
+        if (2 * batches[i].ncalls > INLINE_CALLS) {
+            s->queue = malloc(2 * batches[i].ncalls * sizeof(size_t));
+            s->eval = malloc(2 * batches[i].ncalls);
+            if (!s->queue || !s->eval) {
+                free(s->queue);
+                free(s->eval);
+                s->queue = s->fifo;
+                s->eval = s->fell_back;
+                s->batch = NULL;
+                while (i-- > 0)
+                    free_slot(&slots[i]);
+                return redlock__fail(REDLOCK_ENOMEM, "out of memory");
+            }
+        }
+        if (batches[i].ncalls == 0) {
+            s->done = 1;
+            continue;
+        }
+        if (!stop)
+            stop |= start_slot(s, i, fn, ud, failures);
+        if (!stop && !s->done)
+            stop |= drain_replies(s, i, fn, ud, failures);
+    }
+    while (!stop) {
+        int64_t next = INT64_MAX;
+        struct timespec ts;
+        int r;
+
+        now = redlock__now_ns();
+        active = 0;
+        for (i = 0; i < n && !stop; i++) {
+            slot *s = &slots[i];
+            int64_t d;
+
+            if (s->done || s->batch->ncalls == 0)
+                continue;
+            d = slot_deadline(s, connect_timeout_ms);
+            if (now >= d) {
+                stop |= fail_slot(s, i, REDLOCK_ETIMEOUT, "no reply before the deadline",
+                                  fn, ud, failures);
+                continue;
+            }
+            if (d < next)
+                next = d;
+            pfd[active].fd = s->conn->fd;
+            pfd[active].events = redlock__conn_events(s->conn);
+            pfd[active].revents = 0;
+            idx[active++] = i;
+        }
+        if (stop || active == 0)
+            break;
+        ts.tv_sec = (next - now) / 1000000000LL;
+        ts.tv_nsec = (next - now) % 1000000000LL;
+        r = ppoll(pfd, active, &ts, NULL);
+        if (r < 0 && errno != EINTR) {
+            int saved = errno;
+
+            for (i = 0; i < n; i++)
+                if (!slots[i].done)
+                    stop |= fail_slot(&slots[i], i, REDLOCK_EIO, strerror(saved), fn, ud,
+                                      NULL);
+            break;
+        }
+        for (i = 0; r > 0 && i < active && !stop; i++) {
+            slot *s = &slots[idx[i]];
+            int rc;
+
+            if (!pfd[i].revents)
+                continue;
+            rc = redlock__conn_io(s->conn, pfd[i].revents);
+            if (rc == REDLOCK_OK)
+                stop |= drain_replies(s, idx[i], fn, ud, failures);
+            if (rc != REDLOCK_OK && !s->done)
+                stop |= fail_slot(s, idx[i], rc, s->conn->errmsg, fn, ud, failures);
+        }
+    }
+    for (i = 0; i < n; i++) {
+        if (!slots[i].done)
+            redlock__conn_abandon(slots[i].conn, (unsigned)slot_pending(&slots[i]));
+        free_slot(&slots[i]);
+    }
+    return REDLOCK_OK;
+}
+
+int redlock__net_init(redlock__net *net, const redlock__node *nodes, size_t n_nodes,
+                      int connect_timeout_ms)
+{
+    memset(net, 0, sizeof(*net));
+    net->nodes = nodes;
+    net->n_nodes = n_nodes;
+    net->connect_timeout_ms = connect_timeout_ms;
+    net->node_failures = calloc(n_nodes, sizeof(uint64_t));
+    if (!net->node_failures)
+        return REDLOCK_ENOMEM;
+    pthread_mutex_init(&net->mu, NULL);
+    return REDLOCK_OK;
+}
+
+void redlock__net_destroy(redlock__net *net)
+{
+    redlock__connset *s = net->free_sets;
+
+    while (s) {
+        redlock__connset *next = s->next;
+        size_t i;
+
+        for (i = 0; i < net->n_nodes; i++)
+            redlock__conn_close(&s->conns[i]);
+        free(s);
+        s = next;
+    }
+    free(net->node_failures);
+    pthread_mutex_destroy(&net->mu);
+    memset(net, 0, sizeof(*net));
+}
+
+/* Each calling thread borrows a whole set for one fan-out, so connections
+ * are never shared and no lock is held while waiting on the network. */
+static redlock__connset *checkout(redlock__net *net)
+{
+    redlock__connset *s;
+    size_t i;
+
+    pthread_mutex_lock(&net->mu);
+    s = net->free_sets;
+    if (s)
+        net->free_sets = s->next;
+    pthread_mutex_unlock(&net->mu);
+    if (s)
+        return s;
+    s = calloc(1, sizeof(*s) + net->n_nodes * sizeof(redlock__conn));
+    if (!s)
+        return NULL;
+    for (i = 0; i < net->n_nodes; i++)
+        redlock__conn_init(&s->conns[i], &net->nodes[i]);
+    return s;
+}
+
+static void checkin(redlock__net *net, redlock__connset *s)
+{
+    pthread_mutex_lock(&net->mu);
+    s->next = net->free_sets;
+    net->free_sets = s;
+    pthread_mutex_unlock(&net->mu);
+}
+
+static int net_fanout(void *ctx, const redlock__batch *batches, size_t n,
+                      redlock__reply_fn fn, void *ud)
+{
+    redlock__net *net = ctx;
+    redlock__connset *set = checkout(net);
+    int rc;
+
+    if (!set)
+        return redlock__fail(REDLOCK_ENOMEM, "out of memory");
+    rc = redlock__fanout_conns(set->conns, batches, n, net->connect_timeout_ms,
+                               net->node_failures, fn, ud);
+    checkin(net, set);
+    return rc;
+}
+
+static int64_t net_now(void *ctx)
+{
+    (void)ctx;
+    return redlock__now_ns();
+}
+
+static void *net_watch(void *ctx, const char *const *names, const size_t *nodes, size_t n,
+                       int64_t deadline_ns)
+{
+    redlock__net *net = ctx;
+
+    return net->pubsub ? redlock__pubsub_watch(net->pubsub, names, nodes, n, deadline_ns)
+                       : NULL;
+}
+
+static int net_wait(void *ctx, void *watch, uint64_t *seen, int64_t deadline_ns)
+{
+    redlock__net *net = ctx;
+
+    return redlock__pubsub_wait(net->pubsub, watch, seen, deadline_ns);
+}
+
+static void net_unwatch(void *ctx, void *watch)
+{
+    redlock__net *net = ctx;
+
+    if (net->pubsub && watch)
+        redlock__pubsub_unwatch(net->pubsub, watch);
+}
+
+const redlock__transport_ops redlock__net_ops = {
+    net_fanout, net_now, net_watch, net_wait, net_unwatch,
+};

@@ -1,0 +1,41 @@
+/*
+ * Release notifications. One background thread and one subscriber
+ * connection per node serve every waiter of every lock of a client.
+ * Channels are reference-counted per node: the first waiter subscribes,
+ * the last one unsubscribes. A waiter registers (and the subscription is
+ * confirmed) before its next attempt, so a release between the failed
+ * attempt and the wait cannot be missed. If a subscriber connection breaks,
+ * every waiter is woken to retry, since messages may have been lost.
+ */
+#ifndef REDLOCK_TRANSPORT_PUBSUB_H
+#define REDLOCK_TRANSPORT_PUBSUB_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "transport/conn.h"
+
+typedef struct redlock__pubsub redlock__pubsub;
+typedef struct redlock__watch redlock__watch;
+
+int redlock__pubsub_new(const redlock__node *nodes, size_t n_nodes,
+                        int connect_timeout_ms, redlock__pubsub **out);
+void redlock__pubsub_free(redlock__pubsub *ps);
+
+/* Watches the release channel of lock names[i] on node nodes[i] for each
+ * i; returns once every node confirmed its subscription, failed, or
+ * deadline_ns passed. NULL only when out of memory. */
+redlock__watch *redlock__pubsub_watch(redlock__pubsub *ps,
+                                      const char *const *names,
+                                      const size_t *nodes, size_t n,
+                                      int64_t deadline_ns);
+
+/* Waits for a release message newer than *seen (0 = any since the watch
+ * began). REDLOCK_OK when woken (and *seen updated), REDLOCK_ETIMEOUT at
+ * deadline_ns, REDLOCK_ECLOSED when the client is closing. */
+int redlock__pubsub_wait(redlock__pubsub *ps, redlock__watch *w,
+                         uint64_t *seen, int64_t deadline_ns);
+
+void redlock__pubsub_unwatch(redlock__pubsub *ps, redlock__watch *w);
+
+#endif

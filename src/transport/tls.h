@@ -1,0 +1,28 @@
+/* OpenSSL glue: hiredis 0.14 has no TLS, so the library wraps its own
+ * sockets. */
+#ifndef REDLOCK_TRANSPORT_TLS_H
+#define REDLOCK_TRANSPORT_TLS_H
+
+#include <stddef.h>
+
+#include "redlock/redlock.h"
+
+struct ssl_ctx_st;
+struct ssl_st;
+
+/* Builds the client-wide context: TLS 1.2+, trust anchors, optional client
+ * certificate. Returns REDLOCK_OK or REDLOCK_ETLS with a message. */
+int redlock__tls_ctx_new(const redlock_tls_options *o,
+                         struct ssl_ctx_st **out);
+void redlock__tls_ctx_free(struct ssl_ctx_st *ctx);
+
+/* A new SSL for fd, with SNI and host (or IP) verification of name. */
+int redlock__tls_ssl_new(struct ssl_ctx_st *ctx, int fd, const char *name,
+                         int verify, struct ssl_st **out, char *err,
+                         size_t cap);
+
+/* Describes the last TLS failure of ssl (verification result first). */
+void redlock__tls_describe(struct ssl_st *ssl, const char *what, char *err,
+                           size_t cap);
+
+#endif

@@ -1,0 +1,63 @@
+/*
+ * The transport seen by the lock logic: a fan-out of small pipelines to
+ * several nodes under per-node deadlines, plus release notifications.
+ * It is a function table so the quorum decisions can be unit-tested over
+ * a scripted fake (tests/unit/fake_transport.c) with a virtual clock.
+ */
+#ifndef REDLOCK_TRANSPORT_TRANSPORT_H
+#define REDLOCK_TRANSPORT_TRANSPORT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+struct redisReply;
+
+/* One command: a script call (EVALSHA, falling back to EVAL on NOSCRIPT)
+ * or, with script < 0, a plain command whose argv[0] is its name. */
+typedef struct redlock__call {
+    int script;              /* redlock__script_id or -1 */
+    int nkeys;               /* script calls: how many argv are KEYS */
+    int argc;
+    const char *const *argv; /* keys, then arguments */
+    const size_t *argvlen;   /* NULL: strlen of each */
+} redlock__call;
+
+/* A pipeline of calls to one node, answered before deadline_ns. */
+typedef struct redlock__batch {
+    size_t node;
+    const redlock__call *calls;
+    size_t ncalls;
+    int64_t deadline_ns;
+} redlock__batch;
+
+/*
+ * Receives every call's outcome as soon as it is known: err == 0 with the
+ * reply (freed after the callback returns; server error replies arrive
+ * here too, as REDIS_REPLY_ERROR) or err != 0 (timeout, connection or TLS
+ * failure) with a message. Returning nonzero ends the whole fan-out at
+ * once: calls still outstanding are abandoned, get no callback, and their
+ * late replies are discarded.
+ */
+typedef int (*redlock__reply_fn)(void *ud, size_t batch, size_t call, int err,
+                                 const char *errmsg, struct redisReply *reply);
+
+typedef struct redlock__transport_ops {
+    int (*fanout)(void *ctx, const redlock__batch *batches, size_t n,
+                  redlock__reply_fn fn, void *ud);
+    int64_t (*now_ns)(void *ctx);
+    /* Release notifications. watch subscribes to a lock's channel on the
+     * given nodes and returns once the subscriptions are confirmed (or
+     * deadline_ns passed); wait blocks until a release message arrives
+     * after *seen (updating it) or deadline_ns; unwatch drops it. */
+    void *(*watch)(void *ctx, const char *const *names, const size_t *nodes, size_t n,
+                   int64_t deadline_ns);
+    int (*wait)(void *ctx, void *watch, uint64_t *seen, int64_t deadline_ns);
+    void (*unwatch)(void *ctx, void *watch);
+} redlock__transport_ops;
+
+typedef struct redlock__transport {
+    const redlock__transport_ops *ops;
+    void *ctx;
+} redlock__transport;
+
+#endif

@@ -62,13 +62,14 @@ int redlock__queue_call(redlock__conn *c, const redlock__call *call, int fallbac
 typedef struct slot {
     redlock__conn *conn;
     const redlock__batch *batch;
-    size_t fifo[INLINE_CALLS];
-    unsigned char fell_back[INLINE_CALLS];
     size_t *queue;       /* call indices, in send order (2 x ncalls) */
     unsigned char *eval; /* whether that send was the EVAL fallback */
     size_t head, tail;
     int64_t started;
     int done;
+    /* Storage for small batches; must stay last (see the memset). */
+    size_t fifo[INLINE_CALLS];
+    unsigned char fell_back[INLINE_CALLS];
 } slot;
 
 static size_t slot_pending(const slot *s)

@@ -1,0 +1,109 @@
+#include "rig_env.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+
+#define MAX_KEYS 64
+
+static char keys[MAX_KEYS][64];
+static char values[MAX_KEYS][512];
+static int loaded = -1;
+
+static void load(void)
+{
+    const char *path = getenv("REDLOCK_TEST_RIG");
+    char line[640];
+    FILE *f;
+
+    if (loaded >= 0)
+        return;
+    loaded = 0;
+    if (!path || !(f = fopen(path, "r"))) {
+        fprintf(stderr, "rig_env: cannot read REDLOCK_TEST_RIG=%s (is redis-server installed "
+                        "and did the rig_setup fixture run?)\n", path ? path : "(unset)");
+        exit(2);
+    }
+    while (fgets(line, sizeof(line), f) && loaded < MAX_KEYS) {
+        char *eq = strchr(line, '=');
+
+        if (!eq)
+            continue;
+        *eq = '\0';
+        line[strcspn(line, "\r")] = '\0';
+        eq[1 + strcspn(eq + 1, "\r\n")] = '\0';
+        snprintf(keys[loaded], sizeof(keys[0]), "%s", line);
+        snprintf(values[loaded], sizeof(values[0]), "%s", eq + 1);
+        loaded++;
+    }
+    fclose(f);
+}
+
+const char *rig_get(const char *key)
+{
+    int i;
+
+    load();
+    for (i = 0; i < loaded; i++)
+        if (strcmp(keys[i], key) == 0)
+            return values[i];
+    fprintf(stderr, "rig_env: key %s missing from %s\n", key, getenv("REDLOCK_TEST_RIG"));
+    exit(2);
+}
+
+int rig_get_int(const char *key)
+{
+    return atoi(rig_get(key));
+}
+
+const char *rig_plain_uri(size_t i)
+{
+    static char uris[16][64];
+
+    snprintf(uris[i % 16], sizeof(uris[0]), "redis://127.0.0.1:%d",
+             rig_get_int("PLAIN_BASE_PORT") + (int)i);
+    return uris[i % 16];
+}
+
+const char *const *rig_plain_uris(void)
+{
+    static const char *list[16];
+    size_t i, n = (size_t)rig_get_int("PLAIN_NODES");
+
+    for (i = 0; i < n && i < 16; i++)
+        list[i] = rig_plain_uri(i);
+    return list;
+}
+
+int rig_node(const char *verb, size_t node)
+{
+    char cmd[1024];
+    int rc;
+
+    snprintf(cmd, sizeof(cmd), "'%s' %s %zu --dir '%s' >/dev/null", rig_get("RIG_SCRIPT"), verb,
+             node + 1, rig_get("PLAIN_DIR"));
+    rc = system(cmd);
+    return rc == -1 ? -1 : WEXITSTATUS(rc);
+}
+
+const char *rig_cli(size_t node, const char *args)
+{
+    static char out[4096];
+    char cmd[2048];
+    size_t n;
+    FILE *p;
+
+    snprintf(cmd, sizeof(cmd), "redis-cli -p %d %s", rig_get_int("PLAIN_BASE_PORT") + (int)node,
+             args);
+    out[0] = '\0';
+    p = popen(cmd, "r");
+    if (!p)
+        return out;
+    n = fread(out, 1, sizeof(out) - 1, p);
+    out[n] = '\0';
+    pclose(p);
+    while (n > 0 && (out[n - 1] == '\n' || out[n - 1] == '\r'))
+        out[--n] = '\0';
+    return out;
+}

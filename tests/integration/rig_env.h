@@ -1,0 +1,28 @@
+/* Access to the private test rig started by tests/fixture/rig-fixture.sh:
+ * reads $REDLOCK_TEST_RIG (a KEY=VALUE file) and drives scripts/rig. */
+#ifndef REDLOCK_TESTS_RIG_ENV_H
+#define REDLOCK_TESTS_RIG_ENV_H
+
+#include <stddef.h>
+
+/* The value of KEY in the rig file; aborts the test run (never skips) if
+ * the file or the key is missing. */
+const char *rig_get(const char *key);
+int rig_get_int(const char *key);
+
+/* "redis://127.0.0.1:<PLAIN_BASE_PORT + i>" for node i (0-based). Static
+ * storage, one buffer per node. */
+const char *rig_plain_uri(size_t i);
+/* The five plain-node URIs as an array. */
+const char *const *rig_plain_uris(void);
+
+/* Runs `scripts/rig <verb> <node> --dir PLAIN_DIR` (node is 0-based here,
+ * 1-based for the script), e.g. rig_node("freeze", 2). Returns the exit
+ * status. */
+int rig_node(const char *verb, size_t node);
+
+/* Runs a redis-cli command against plain node i and returns its stdout
+ * (trimmed, static buffer), e.g. rig_cli(0, "HGETALL mylock"). */
+const char *rig_cli(size_t node, const char *args);
+
+#endif

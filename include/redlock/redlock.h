@@ -382,8 +382,10 @@ typedef struct redlock_member_report {
     char message[128];           /* server or transport message, or "" */
 } redlock_member_report;
 
-/* The per-member outcome of the most recent acquire or release attempt
- * made through this handle by the calling thread. */
+/* The per-member outcome of the calling thread's most recent acquire or
+ * release attempt, if it was made through this handle (otherwise the
+ * report is empty: outcome NONE). Reports are kept per thread, so threads
+ * sharing a handle never see each other's. */
 REDLOCK_EXTERN int redlock_lock_report(redlock_lock *lock, size_t member,
                                        redlock_member_report *out);
 

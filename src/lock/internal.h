@@ -68,12 +68,6 @@ typedef struct redlock__lock_member {
     char *channel;        /* "redisson_lock__channel:{NAME}" */
 } redlock__lock_member;
 
-/* The per-thread report of the last acquire or release. */
-typedef struct redlock__report_slot {
-    uint64_t thread;
-    redlock_member_report *members;
-} redlock__report_slot;
-
 struct redlock_lock {
     redlock_client *client;
     size_t n;
@@ -83,7 +77,7 @@ struct redlock_lock {
     redlock_on_lost_fn on_lost;
     void *on_lost_ud;
 
-    pthread_mutex_t mu;            /* guards the hold and the reports */
+    pthread_mutex_t mu;            /* guards the hold */
     /* The current hold through this handle (a lock has one owner). */
     redlock__hold_state state;
     uint64_t owner;
@@ -103,8 +97,6 @@ struct redlock_lock {
     struct redlock_lock *wd_next;
     int wd_listed;
     int wd_pins;                   /* ticks currently using this lock */
-
-    redlock__report_slot reports[8];
 };
 
 /* client.c */

@@ -51,8 +51,6 @@ void redlock_lock_free(redlock_lock *l)
         free(l->members[i].token_key);
         free(l->members[i].channel);
     }
-    for (i = 0; i < sizeof(l->reports) / sizeof(l->reports[0]); i++)
-        free(l->reports[i].members);
     free(l->members);
     pthread_mutex_destroy(&l->mu);
     free(l);
@@ -162,56 +160,34 @@ void redlock_lock_set_on_lost(redlock_lock *l, redlock_on_lost_fn fn, void *ud)
     pthread_mutex_unlock(&l->mu);
 }
 
-/* Reports are per thread: two threads using one handle must not see each
- * other's outcomes. A small table of recent threads is enough; the oldest
- * slot is reused. */
+/* Reports live in thread-local storage: two threads using one handle
+ * never see (or race on) each other's outcomes, and recording costs no
+ * lock. A thread keeps the report of its most recent call only. */
+static _Thread_local struct {
+    const redlock_lock *lock;
+    redlock_member_report members[REDLOCK__MAX_NODES];
+} thread_report;
+
 redlock_member_report *redlock__report_begin(redlock_lock *l)
 {
-    uint64_t me = redlock__gettid();
-    size_t i, slots = sizeof(l->reports) / sizeof(l->reports[0]);
-    redlock__report_slot *s = NULL;
+    size_t i;
 
-    pthread_mutex_lock(&l->mu);
-    for (i = 0; i < slots && !s; i++)
-        if (l->reports[i].thread == me)
-            s = &l->reports[i];
-    for (i = 0; i < slots && !s; i++)
-        if (l->reports[i].thread == 0)
-            s = &l->reports[i];
-    if (!s)
-        s = &l->reports[me % slots];
-    if (!s->members)
-        s->members = calloc(l->n, sizeof(redlock_member_report));
-    s->thread = me;
-    if (s->members) {
-        for (i = 0; i < l->n; i++) {
-            memset(&s->members[i], 0, sizeof(s->members[i]));
-            s->members[i].latency_us = -1;
-        }
+    thread_report.lock = l;
+    for (i = 0; i < l->n; i++) {
+        memset(&thread_report.members[i], 0, sizeof(thread_report.members[i]));
+        thread_report.members[i].latency_us = -1;
     }
-    pthread_mutex_unlock(&l->mu);
-    /* Out of memory: reports go to a throwaway buffer. */
-    if (!s->members) {
-        static _Thread_local redlock_member_report scratch[REDLOCK__MAX_NODES];
-        return scratch;
-    }
-    return s->members;
+    return thread_report.members;
 }
 
 int redlock_lock_report(redlock_lock *l, size_t member, redlock_member_report *out)
 {
-    uint64_t me = redlock__gettid();
-    size_t i;
-
     if (!l || !out || member >= l->n)
         return redlock__fail(REDLOCK_EINVAL, "member index out of range");
     memset(out, 0, sizeof(*out));
     out->latency_us = -1;
-    pthread_mutex_lock(&l->mu);
-    for (i = 0; i < sizeof(l->reports) / sizeof(l->reports[0]); i++)
-        if (l->reports[i].thread == me && l->reports[i].members)
-            *out = l->reports[i].members[member];
-    pthread_mutex_unlock(&l->mu);
+    if (thread_report.lock == l)
+        *out = thread_report.members[member];
     return REDLOCK_OK;
 }
 

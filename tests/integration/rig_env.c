@@ -33,8 +33,8 @@ static void load(void)
         *eq = '\0';
         line[strcspn(line, "\r")] = '\0';
         eq[1 + strcspn(eq + 1, "\r\n")] = '\0';
-        snprintf(keys[loaded], sizeof(keys[0]), "%s", line);
-        snprintf(values[loaded], sizeof(values[0]), "%s", eq + 1);
+        strncpy(keys[loaded], line, sizeof(keys[0]) - 1);
+        strncpy(values[loaded], eq + 1, sizeof(values[0]) - 1);
         loaded++;
     }
     fclose(f);

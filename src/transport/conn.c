@@ -282,7 +282,7 @@ static ssize_t tls_write(redlock__conn *c, const char *p, size_t n, int *ssl_err
 {
     sigset_t pipe_set, old;
     struct timespec zero = {0, 0};
-    int r;
+    int r, saved;
 
     sigemptyset(&pipe_set);
     sigaddset(&pipe_set, SIGPIPE);
@@ -290,11 +290,34 @@ static ssize_t tls_write(redlock__conn *c, const char *p, size_t n, int *ssl_err
     ERR_clear_error();
     r = SSL_write(c->ssl, p, (int)n);
     *ssl_err = r > 0 ? SSL_ERROR_NONE : SSL_get_error(c->ssl, r);
+    saved = errno;
     if (r <= 0 && !sigismember(&old, SIGPIPE))
         while (sigtimedwait(&pipe_set, NULL, &zero) > 0)
             ;
     pthread_sigmask(SIG_SETMASK, &old, NULL);
+    /* sigtimedwait's EAGAIN must not hide why the write failed. */
+    errno = saved;
     return r;
+}
+
+/*
+ * A server that refuses the client after a TLS 1.3 handshake looked
+ * complete (a missing client certificate) sends an alert and closes. A
+ * write racing with that close fails with a reset, while the alert that
+ * says why may still be waiting to be read: prefer it.
+ */
+static int tls_write_failed(redlock__conn *c, int saved)
+{
+    char b[1], msg[128];
+
+    ERR_clear_error();
+    if (SSL_peek(c->ssl, b, 1) <= 0 && ERR_peek_error() != 0) {
+        redlock__tls_describe(c->ssl, "TLS", msg, sizeof(msg));
+        return conn_fail(c, REDLOCK_ETLS, "%s", msg);
+    }
+    ERR_clear_error();
+    return conn_fail(c, REDLOCK_EIO, "TLS write: %s",
+                     saved ? strerror(saved) : "connection closed by server");
 }
 
 static int flush_out(redlock__conn *c)
@@ -314,6 +337,8 @@ static int flush_out(redlock__conn *c)
                     c->tls_want_write = e == SSL_ERROR_WANT_WRITE;
                     return REDLOCK_OK;
                 }
+                if (e == SSL_ERROR_SYSCALL && ERR_peek_error() == 0)
+                    return tls_write_failed(c, errno);
                 redlock__tls_describe(c->ssl, "TLS write", msg, sizeof(msg));
                 return conn_fail(c, REDLOCK_EIO, "%s", msg);
             }

@@ -1,0 +1,1041 @@
+/*
+ * Integration tests of the quorum coordinator (RedLock / MultiLock) on the
+ * fixture's five plain redis-server processes, with real faults: SIGSTOP /
+ * SIGCONT (frozen node), SIGKILL + empty restart, keys deleted behind the
+ * holder's back. Every case checks return codes and what the nodes store.
+ *
+ * Each case is its own TCase whose unchecked fixture (run in the parent
+ * process, also after a failed or timed-out case) thaws and restarts nodes,
+ * so one failure never leaves a frozen or dead node to the next case.
+ */
+#include "core/util.h"
+#include "lock/internal.h"
+#include "redlock/redlock.h"
+#include "rig_env.h"
+
+#include <check.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define N_NODES 5
+#define FIELD_CAP 80
+
+/* ------------------------------------------------------------------------ */
+/* Helpers. */
+
+static int64_t now_us(void)
+{
+    return redlock__now_ns() / 1000;
+}
+
+static int64_t now_ms(void)
+{
+    return redlock__now_ns() / REDLOCK__NS_PER_MS;
+}
+
+static void sleep_ms(int64_t ms)
+{
+    usleep((useconds_t)(ms * 1000));
+}
+
+/* Thaws every node and restarts any that is not running, so the next case
+ * starts on a healthy rig whatever the previous one did. A frozen node is
+ * thawed before anything talks to it (redis-cli would hang on it). */
+static void heal(void)
+{
+    size_t i;
+
+    for (i = 0; i < N_NODES; i++) {
+        if (rig_node("pid", i) != 0)
+            rig_node("restart", i);
+        else
+            rig_node("thaw", i);
+    }
+}
+
+/* A lock name unique to this process and call. */
+static void unique_name(char *buf, size_t cap, const char *tag)
+{
+    static unsigned seq;
+
+    snprintf(buf, cap, "q:%s:%ld:%u", tag, (long)getpid(), ++seq);
+}
+
+static redlock_client *client_with(int node_timeout_ms, int watchdog_lease_ms,
+                                   double drift_factor)
+{
+    redlock_options o;
+    redlock_client *c = NULL;
+    int rc;
+
+    memset(&o, 0, sizeof(o));
+    o.node_timeout_ms = node_timeout_ms;
+    o.watchdog_lease_ms = watchdog_lease_ms;
+    o.drift_factor = drift_factor;
+    rc = redlock_client_new(&c, rig_plain_uris(), N_NODES, &o);
+    ck_assert_msg(rc == REDLOCK_OK, "client_new: %s", redlock_last_error());
+    return c;
+}
+
+static redlock_client *client_default(void)
+{
+    return client_with(0, 0, 0);
+}
+
+static redlock_lock *lock_with_quorum(redlock_client *c, const char *name, int quorum)
+{
+    redlock_lock_options lo;
+    redlock_lock *l = NULL;
+    int rc;
+
+    memset(&lo, 0, sizeof(lo));
+    lo.quorum = quorum;
+    rc = redlock_lock_new(c, name, &lo, &l);
+    ck_assert_msg(rc == REDLOCK_OK, "lock_new: %s", redlock_last_error());
+    return l;
+}
+
+/* The hash field the calling thread's holds use: "<client-id>:<tid>". */
+static void my_field(redlock_client *c, char *buf, size_t cap)
+{
+    snprintf(buf, cap, "%s:%llu", redlock_client_id(c),
+             (unsigned long long)redlock_thread_owner());
+}
+
+static int key_exists(size_t node, const char *name)
+{
+    char args[256];
+
+    snprintf(args, sizeof(args), "EXISTS '%s'", name);
+    return strcmp(rig_cli(node, args), "1") == 0;
+}
+
+static long long node_pttl(size_t node, const char *name)
+{
+    char args[256];
+
+    snprintf(args, sizeof(args), "PTTL '%s'", name);
+    return atoll(rig_cli(node, args));
+}
+
+/* The hold count stored for field on node, or -1 if the field is absent. */
+static long long node_count(size_t node, const char *name, const char *field)
+{
+    char args[512];
+    const char *out;
+
+    snprintf(args, sizeof(args), "HGET '%s' '%s'", name, field);
+    out = rig_cli(node, args);
+    return *out ? atoll(out) : -1;
+}
+
+/* Makes "foreign:1" hold name on node for 30 s, as another client would. */
+static void hold_foreign(size_t node, const char *name)
+{
+    char args[256];
+
+    snprintf(args, sizeof(args), "HSET '%s' foreign:1 1", name);
+    ck_assert_str_eq(rig_cli(node, args), "1");
+    snprintf(args, sizeof(args), "PEXPIRE '%s' 30000", name);
+    ck_assert_str_eq(rig_cli(node, args), "1");
+}
+
+static void del_key(size_t node, const char *name)
+{
+    char args[256];
+
+    snprintf(args, sizeof(args), "DEL '%s'", name);
+    rig_cli(node, args);
+}
+
+/* The node holds exactly the foreign holder, untouched. */
+static void assert_foreign_only(size_t node, const char *name)
+{
+    char args[256];
+
+    snprintf(args, sizeof(args), "HGETALL '%s'", name);
+    ck_assert_str_eq(rig_cli(node, args), "foreign:1\n1");
+}
+
+/* Polls until name exists on none of the first n nodes; the time it took
+ * in ms, or -1 if some node still had it after timeout_ms. */
+static int64_t wait_gone(const char *name, size_t n, int64_t timeout_ms)
+{
+    int64_t start = now_ms();
+    size_t i;
+
+    for (;;) {
+        int any = 0;
+
+        for (i = 0; i < n && !any; i++)
+            any = key_exists(i, name);
+        if (!any)
+            return now_ms() - start;
+        if (now_ms() - start > timeout_ms)
+            return -1;
+        sleep_ms(20);
+    }
+}
+
+static int cmp_i64(const void *a, const void *b)
+{
+    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+
+    return (x > y) - (x < y);
+}
+
+static int64_t median(int64_t *v, size_t n)
+{
+    qsort(v, n, sizeof(*v), cmp_i64);
+    return v[n / 2];
+}
+
+static redlock_member_outcome outcome(redlock_lock *l, size_t m)
+{
+    redlock_member_report r;
+
+    ck_assert_int_eq(redlock_lock_report(l, m, &r), REDLOCK_OK);
+    return r.outcome;
+}
+
+static redlock_stats stats_of(redlock_client *c)
+{
+    redlock_stats s;
+
+    ck_assert_int_eq(redlock_client_stats(c, &s), REDLOCK_OK);
+    return s;
+}
+
+/* Records on_lost calls (they run on the watchdog thread). */
+typedef struct lost_probe {
+    atomic_int calls;
+    atomic_int reason;
+    atomic_llong at_ms;
+    _Atomic uint64_t owner;
+    redlock_lock *_Atomic lock;
+} lost_probe;
+
+static void on_lost(void *ud, redlock_lock *lock, uint64_t owner, int reason)
+{
+    lost_probe *p = ud;
+
+    atomic_store(&p->reason, reason);
+    atomic_store(&p->owner, owner);
+    atomic_store(&p->lock, lock);
+    atomic_store(&p->at_ms, (long long)now_ms());
+    atomic_fetch_add(&p->calls, 1);
+}
+
+/* ------------------------------------------------------------------------ */
+/* 1. Quorum math on the real rig. */
+
+START_TEST(test_quorum_math)
+{
+    redlock_client *c = client_default();
+    redlock_lock *l, *all, *two, *bad = (redlock_lock *)&bad;
+    redlock_lock_options lo;
+    redlock_member ms[3] = {{0, "m"}, {1, "m"}, {4, "m"}};
+    char name[64], field[FIELD_CAP];
+    size_t i;
+
+    unique_name(name, sizeof(name), "math");
+    my_field(c, field, sizeof(field));
+
+    l = lock_with_quorum(c, name, 0);
+    all = lock_with_quorum(c, name, REDLOCK_QUORUM_ALL);
+    two = lock_with_quorum(c, name, 2);
+    ck_assert_uint_eq(redlock_lock_member_count(l), 5);
+    ck_assert_int_eq(redlock_lock_quorum(l), 3);
+    ck_assert_int_eq(redlock_lock_quorum(all), 5);
+    ck_assert_int_eq(redlock_lock_quorum(two), 2);
+
+    /* Quorum values that are out of range. */
+    memset(&lo, 0, sizeof(lo));
+    for (i = 0; i < 3; i++) {
+        static const int bad_q[3] = {6, -2, 1000};
+
+        lo.quorum = bad_q[i];
+        ck_assert_int_eq(redlock_lock_new(c, name, &lo, &bad), REDLOCK_EINVAL);
+        ck_assert_ptr_null(bad);
+        bad = (redlock_lock *)&bad;
+    }
+    lo.quorum = 4;
+    ck_assert_int_eq(redlock_multilock_new(c, ms, 3, &lo, &bad), REDLOCK_EINVAL);
+    ck_assert_ptr_null(bad);
+    lo.quorum = 0;
+    ck_assert_int_eq(redlock_multilock_new(c, ms, 0, &lo, &bad), REDLOCK_EINVAL);
+    ms[2].node = N_NODES;
+    ck_assert_int_eq(redlock_multilock_new(c, ms, 3, &lo, &bad), REDLOCK_EINVAL);
+    ms[2].node = 4;
+    ck_assert_int_eq(redlock_multilock_new(c, ms, 3, &lo, &bad), REDLOCK_OK);
+    ck_assert_int_eq(redlock_lock_quorum(bad), 2);
+    redlock_lock_free(bad);
+    lo.quorum = REDLOCK_QUORUM_ALL;
+    ck_assert_int_eq(redlock_multilock_new(c, ms, 3, &lo, &bad), REDLOCK_OK);
+    ck_assert_int_eq(redlock_lock_quorum(bad), 3);
+    redlock_lock_free(bad);
+
+    /* Healthy: held on all five, with the lease as PEXPIRE. */
+    ck_assert_int_eq(redlock_try_lock_for(l, 0, 20000), REDLOCK_OK);
+    for (i = 0; i < N_NODES; i++) {
+        long long pttl = node_pttl(i, name);
+
+        ck_assert_int_eq(node_count(i, name, field), 1);
+        ck_assert_msg(pttl > 0 && pttl <= 20000, "node %zu pttl %lld", i, pttl);
+    }
+    ck_assert_int_eq(redlock_unlock(l), REDLOCK_OK);
+    ck_assert_int_ge(wait_gone(name, N_NODES, 0), 0);
+
+    /* Another owner on two nodes: three free members still make Q = 3,
+     * but not MultiLock's Q = 5. */
+    hold_foreign(0, name);
+    hold_foreign(1, name);
+    ck_assert_int_eq(redlock_try_lock_for(all, 0, 20000), REDLOCK_EBUSY);
+    for (i = 2; i < N_NODES; i++)
+        ck_assert_msg(!key_exists(i, name), "MultiLock left a key on node %zu", i);
+    ck_assert_int_eq(redlock_try_lock_for(l, 0, 20000), REDLOCK_OK);
+    for (i = 2; i < N_NODES; i++)
+        ck_assert_int_eq(node_count(i, name, field), 1);
+    assert_foreign_only(0, name);
+    assert_foreign_only(1, name);
+    ck_assert_int_eq(redlock_unlock(l), REDLOCK_OK);
+    for (i = 2; i < N_NODES; i++)
+        ck_assert(!key_exists(i, name));
+    assert_foreign_only(0, name);
+    assert_foreign_only(1, name);
+
+    /* On three nodes: Q = 3 is out of reach, a custom Q = 2 is not. */
+    hold_foreign(2, name);
+    ck_assert_int_eq(redlock_try_lock_for(l, 0, 20000), REDLOCK_EBUSY);
+    ck_assert(!key_exists(3, name));
+    ck_assert(!key_exists(4, name));
+    ck_assert_int_eq(redlock_try_lock_for(two, 0, 20000), REDLOCK_OK);
+    ck_assert_int_eq(node_count(3, name, field), 1);
+    ck_assert_int_eq(node_count(4, name, field), 1);
+    ck_assert_int_eq(redlock_unlock(two), REDLOCK_OK);
+    ck_assert(!key_exists(3, name));
+    ck_assert(!key_exists(4, name));
+    for (i = 0; i < 3; i++) {
+        assert_foreign_only(i, name);
+        del_key(i, name);
+    }
+
+    redlock_lock_free(two);
+    redlock_lock_free(all);
+    redlock_lock_free(l);
+    redlock_client_free(c);
+}
+END_TEST
+
+/* ------------------------------------------------------------------------ */
+/* 2. Early success: two frozen nodes must not delay a quorum of three. */
+
+#define CYCLES 20
+#define NODE_TIMEOUT_MS 200
+
+/* One acquire (timed) + release cycle; returns the acquire time in us. */
+static int64_t timed_cycle(redlock_lock *l)
+{
+    int64_t t0 = now_us(), t;
+    int rc = redlock_try_lock_for(l, 0, 10000);
+
+    t = now_us() - t0;
+    ck_assert_msg(rc == REDLOCK_OK, "acquire: %s", redlock_last_error());
+    return t;
+}
+
+START_TEST(test_early_success_two_frozen)
+{
+    redlock_client *c = client_with(NODE_TIMEOUT_MS, 0, 0);
+    char name[64];
+    redlock_lock *l;
+    int64_t healthy[CYCLES], frozen[CYCLES], h, f, bound;
+    size_t i, m;
+
+    unique_name(name, sizeof(name), "early");
+    l = lock_with_quorum(c, name, 0);
+    /* Warm up: connections and script caches. */
+    for (i = 0; i < 3; i++) {
+        timed_cycle(l);
+        ck_assert_int_eq(redlock_unlock(l), REDLOCK_OK);
+    }
+    for (i = 0; i < CYCLES; i++) {
+        healthy[i] = timed_cycle(l);
+        ck_assert_int_eq(redlock_unlock(l), REDLOCK_OK);
+    }
+    ck_assert_int_eq(rig_node("freeze", 3), 0);
+    ck_assert_int_eq(rig_node("freeze", 4), 0);
+    for (i = 0; i < CYCLES; i++) {
+        frozen[i] = timed_cycle(l);
+        /* The frozen members never answered in time. */
+        for (m = 0; m < 3; m++)
+            ck_assert_int_eq(outcome(l, m), REDLOCK_MEMBER_GRANTED);
+        for (m = 3; m < N_NODES; m++) {
+            redlock_member_outcome o = outcome(l, m);
+
+            ck_assert_msg(o == REDLOCK_MEMBER_NONE || o == REDLOCK_MEMBER_TIMEOUT,
+                          "frozen member %zu: outcome %d", m, (int)o);
+        }
+        ck_assert_int_eq(redlock_unlock(l), REDLOCK_OK);
+    }
+    h = median(healthy, CYCLES);
+    f = median(frozen, CYCLES);
+    bound = 3 * h > h + 20000 ? 3 * h : h + 20000;
+    fprintf(stderr, "early success: healthy median %lld us, 2 frozen median %lld us "
+                    "(bound %lld us, node timeout %d ms)\n",
+            (long long)h, (long long)f, (long long)bound, NODE_TIMEOUT_MS);
+    ck_assert_msg(f <= bound, "with 2 of 5 frozen the median acquire took %lld us, "
+                              "healthy %lld us", (long long)f, (long long)h);
+    ck_assert_int_eq(rig_node("thaw", 3), 0);
+    ck_assert_int_eq(rig_node("thaw", 4), 0);
+    /* Everything the frozen nodes granted late is released again. */
+    ck_assert_msg(wait_gone(name, N_NODES, 3000) >= 0, "a key of %s was left behind", name);
+    redlock_lock_free(l);
+    redlock_client_free(c);
+}
+END_TEST
+
+/* ------------------------------------------------------------------------ */
+/* 3. Prompt failure with three frozen nodes, and cleanup after the thaw. */
+
+START_TEST(test_prompt_failure_three_frozen)
+{
+    redlock_client *c = client_with(NODE_TIMEOUT_MS, 0, 0);
+    char name[64];
+    redlock_lock *l;
+    int64_t t0, took, gone;
+    int rc, timeouts = 0;
+    size_t m;
+
+    unique_name(name, sizeof(name), "prompt");
+    l = lock_with_quorum(c, name, 0);
+    ck_assert_int_eq(redlock_try_lock(l), REDLOCK_OK); /* warm connections */
+    ck_assert_int_eq(redlock_unlock(l), REDLOCK_OK);
+    for (m = 2; m < N_NODES; m++)
+        ck_assert_int_eq(rig_node("freeze", m), 0);
+
+    t0 = now_ms();
+    rc = redlock_try_lock(l);
+    took = now_ms() - t0;
+    fprintf(stderr, "3 of 5 frozen: try_lock -> %s in %lld ms\n", redlock_err_name(rc),
+            (long long)took);
+    ck_assert_msg(rc == REDLOCK_ENO_QUORUM, "try_lock gave %s: %s", redlock_err_name(rc),
+                  redlock_last_error());
+    ck_assert_msg(took < NODE_TIMEOUT_MS + 300, "try_lock took %lld ms", (long long)took);
+    ck_assert_int_eq(outcome(l, 0), REDLOCK_MEMBER_GRANTED);
+    ck_assert_int_eq(outcome(l, 1), REDLOCK_MEMBER_GRANTED);
+    for (m = 2; m < N_NODES; m++) {
+        redlock_member_outcome o = outcome(l, m);
+
+        ck_assert(o == REDLOCK_MEMBER_NONE || o == REDLOCK_MEMBER_TIMEOUT);
+        timeouts += o == REDLOCK_MEMBER_TIMEOUT;
+    }
+    ck_assert_int_ge(timeouts, 1);
+    /* The two grants were undone. */
+    ck_assert(!key_exists(0, name));
+    ck_assert(!key_exists(1, name));
+
+    for (m = 2; m < N_NODES; m++)
+        ck_assert_int_eq(rig_node("thaw", m), 0);
+    /* The acquire the frozen nodes now run must not leave a grant. */
+    gone = wait_gone(name, N_NODES, 3000);
+    ck_assert_msg(gone >= 0, "a key of %s outlived the thaw", name);
+    sleep_ms(300);
+    ck_assert_int_ge(wait_gone(name, N_NODES, 0), 0);
+    redlock_lock_free(l);
+    redlock_client_free(c);
+}
+END_TEST
+
+/* ------------------------------------------------------------------------ */
+/* 4. unlock() with two frozen nodes is prompt; they are released later. */
+
+START_TEST(test_unlock_two_frozen)
+{
+    redlock_client *c = client_with(NODE_TIMEOUT_MS, 0, 0);
+    char name[64], field[FIELD_CAP];
+    redlock_lock *l;
+    int64_t t0, took, gone;
+    int rc;
+    size_t i;
+
+    unique_name(name, sizeof(name), "unlock");
+    my_field(c, field, sizeof(field));
+    l = lock_with_quorum(c, name, 0);
+    ck_assert_int_eq(redlock_try_lock(l), REDLOCK_OK);
+    for (i = 0; i < N_NODES; i++)
+        ck_assert_int_eq(node_count(i, name, field), 1);
+    ck_assert_int_eq(rig_node("freeze", 3), 0);
+    ck_assert_int_eq(rig_node("freeze", 4), 0);
+
+    t0 = now_ms();
+    rc = redlock_unlock(l);
+    took = now_ms() - t0;
+    fprintf(stderr, "unlock with 2 of 5 frozen: %s in %lld ms\n", redlock_err_name(rc),
+            (long long)took);
+    ck_assert_msg(rc == REDLOCK_OK, "unlock: %s", redlock_last_error());
+    ck_assert_msg(took < NODE_TIMEOUT_MS + 300, "unlock took %lld ms", (long long)took);
+    for (i = 0; i < 3; i++)
+        ck_assert_msg(!key_exists(i, name), "node %zu still has the key", i);
+    ck_assert_uint_ge(stats_of(c).background_releases, 2);
+
+    ck_assert_int_eq(rig_node("thaw", 3), 0);
+    ck_assert_int_eq(rig_node("thaw", 4), 0);
+    gone = wait_gone(name, N_NODES, 2000);
+    fprintf(stderr, "frozen members released %lld ms after the thaw\n", (long long)gone);
+    ck_assert_msg(gone >= 0, "the frozen nodes were not released in the background");
+    redlock_lock_free(l);
+    redlock_client_free(c);
+}
+END_TEST
+
+/* ------------------------------------------------------------------------ */
+/* 5. The watchdog keeps a quorum lock across a crash + empty restart. */
+
+#define WD_LEASE_MS 1500
+
+static void run_id(size_t node, char *buf, size_t cap)
+{
+    const char *info = rig_cli(node, "INFO server"), *p = strstr(info, "run_id:");
+
+    ck_assert_ptr_nonnull(p);
+    snprintf(buf, cap, "%.40s", p + 7);
+}
+
+START_TEST(test_watchdog_survives_restart)
+{
+    redlock_client *c = client_with(100, WD_LEASE_MS, 0);
+    lost_probe probe;
+    char name[64], field[FIELD_CAP], sentinel[80], args[128], before[48], after[48];
+    redlock_lock *l;
+    int64_t t0, back = -1;
+    int held;
+    size_t i;
+
+    memset(&probe, 0, sizeof(probe));
+    unique_name(name, sizeof(name), "restart");
+    snprintf(sentinel, sizeof(sentinel), "%s:sentinel", name);
+    my_field(c, field, sizeof(field));
+    l = lock_with_quorum(c, name, 0);
+    redlock_lock_set_on_lost(l, on_lost, &probe);
+    ck_assert_int_eq(redlock_try_lock(l), REDLOCK_OK);
+    for (i = 0; i < N_NODES; i++)
+        ck_assert_int_eq(node_count(i, name, field), 1);
+
+    snprintf(args, sizeof(args), "SET '%s' 1", sentinel);
+    ck_assert_str_eq(rig_cli(2, args), "OK");
+    run_id(2, before, sizeof(before));
+    ck_assert_int_eq(rig_node("kill", 2), 0);
+    /* Renewal ticks with the node down: four members still renew. */
+    sleep_ms(WD_LEASE_MS / 2);
+    ck_assert_int_eq(atomic_load(&probe.calls), 0);
+    ck_assert_int_eq(rig_node("restart", 2), 0);
+    run_id(2, after, sizeof(after));
+    ck_assert_str_ne(before, after);
+    ck_assert_msg(!key_exists(2, sentinel), "node 2 did not restart empty");
+
+    /* The watchdog restores the vanished member. */
+    t0 = now_ms();
+    while (now_ms() - t0 < 3 * WD_LEASE_MS) {
+        if (node_count(2, name, field) == 1) {
+            back = now_ms() - t0;
+            break;
+        }
+        sleep_ms(20);
+    }
+    fprintf(stderr, "restarted member restored after %lld ms\n", (long long)back);
+    ck_assert_msg(back >= 0, "the key did not reappear on the restarted node");
+
+    /* Held for more than a lease after that, never lost. */
+    t0 = now_ms();
+    while (now_ms() - t0 < WD_LEASE_MS + 300) {
+        for (i = 0; i < N_NODES; i++) {
+            long long pttl = node_pttl(i, name);
+
+            ck_assert_msg(pttl > 0 && pttl <= WD_LEASE_MS, "node %zu pttl %lld", i, pttl);
+        }
+        sleep_ms(100);
+    }
+    ck_assert_int_eq(atomic_load(&probe.calls), 0);
+    ck_assert_int_eq(redlock_is_held_by_current_thread(l, &held), REDLOCK_OK);
+    ck_assert_int_eq(held, 1);
+    ck_assert_int_eq(redlock_unlock(l), REDLOCK_OK);
+    ck_assert_int_ge(wait_gone(name, N_NODES, 0), 0);
+    ck_assert_int_eq(atomic_load(&probe.calls), 0);
+    redlock_lock_free(l);
+    redlock_client_free(c);
+}
+END_TEST
+
+/* ------------------------------------------------------------------------ */
+/* 6. The watchdog reports the loss of 3 of 5 members. */
+
+START_TEST(test_watchdog_reports_loss)
+{
+    redlock_client *c = client_with(100, WD_LEASE_MS, 0);
+    lost_probe probe;
+    char name[64];
+    redlock_lock *l;
+    uint64_t ticks;
+    int64_t t0, t_del, detect;
+    int held;
+    size_t i;
+
+    memset(&probe, 0, sizeof(probe));
+    unique_name(name, sizeof(name), "loss");
+    l = lock_with_quorum(c, name, 0);
+    redlock_lock_set_on_lost(l, on_lost, &probe);
+    ck_assert_int_eq(redlock_try_lock(l), REDLOCK_OK);
+
+    /* Delete right after a tick, so no tick sees only some of the three
+     * gone (it would restore them: a genuine quorum still renewed). */
+    ticks = stats_of(c).watchdog_ticks;
+    t0 = now_ms();
+    while (stats_of(c).watchdog_ticks == ticks && now_ms() - t0 < 2 * WD_LEASE_MS)
+        sleep_ms(1);
+    ck_assert_uint_gt(stats_of(c).watchdog_ticks, ticks);
+    for (i = 0; i < 3; i++)
+        del_key(i, name);
+    t_del = now_ms();
+
+    while (atomic_load(&probe.calls) == 0 && now_ms() - t_del < 3 * WD_LEASE_MS)
+        sleep_ms(5);
+    ck_assert_int_eq(atomic_load(&probe.calls), 1);
+    detect = atomic_load(&probe.at_ms) - t_del;
+    fprintf(stderr, "loss reported %lld ms after the deletes (tick every %d ms)\n",
+            (long long)detect, WD_LEASE_MS / 3);
+    ck_assert_msg(detect <= WD_LEASE_MS / 3 + 400, "loss reported after %lld ms",
+                  (long long)detect);
+    ck_assert_int_eq(atomic_load(&probe.reason), REDLOCK_ENOT_OWNER);
+    ck_assert_uint_eq(atomic_load(&probe.owner), redlock_thread_owner());
+    ck_assert_ptr_eq(atomic_load(&probe.lock), l);
+    ck_assert_int_eq(redlock_is_held_by_current_thread(l, &held), REDLOCK_OK);
+    ck_assert_int_eq(held, 0);
+
+    ck_assert_int_eq(redlock_unlock(l), REDLOCK_ELOST);
+    ck_assert_int_eq(redlock_unlock(l), REDLOCK_ENOT_OWNER);
+    /* The surviving members are released, and nothing comes back. */
+    ck_assert_msg(wait_gone(name, N_NODES, 1000) >= 0, "members 3, 4 were not released");
+    sleep_ms(2 * WD_LEASE_MS / 3 + 200);
+    ck_assert_int_ge(wait_gone(name, N_NODES, 0), 0);
+    ck_assert_int_eq(atomic_load(&probe.calls), 1);
+    ck_assert_uint_eq(stats_of(c).lost, 1);
+    redlock_lock_free(l);
+    redlock_client_free(c);
+}
+END_TEST
+
+/* ------------------------------------------------------------------------ */
+/* 7. Two clients contending: mutual exclusion protects a plain counter. */
+
+#define CLIENTS 2
+#define THREADS 4
+#define ROUNDS 50
+
+typedef struct contender {
+    redlock_lock *l;
+    atomic_long *counter;
+    atomic_int *inside;
+    atomic_int *overlaps;
+    int failures;
+    char error[160];
+} contender;
+
+static void *contend(void *arg)
+{
+    contender *t = arg;
+    int i, rc;
+
+    for (i = 0; i < ROUNDS; i++) {
+        long v;
+
+        rc = redlock_try_lock_for(t->l, 20000, 10000);
+        if (rc != REDLOCK_OK) {
+            t->failures++;
+            snprintf(t->error, sizeof(t->error), "acquire: %s", redlock_last_error());
+            continue;
+        }
+        if (atomic_fetch_add(t->inside, 1) != 0)
+            atomic_fetch_add(t->overlaps, 1);
+        /* Read, pause, write: a second holder would lose an update. The
+         * accesses are atomic only so that the thread sanitizer, which
+         * cannot see a lock held in Redis, stays quiet. */
+        v = atomic_load_explicit(t->counter, memory_order_relaxed);
+        if (i % 8 == 0)
+            usleep(200);
+        else
+            sched_yield();
+        atomic_store_explicit(t->counter, v + 1, memory_order_relaxed);
+        atomic_fetch_sub(t->inside, 1);
+        rc = redlock_unlock(t->l);
+        if (rc != REDLOCK_OK) {
+            t->failures++;
+            snprintf(t->error, sizeof(t->error), "unlock: %s", redlock_last_error());
+        }
+    }
+    return NULL;
+}
+
+START_TEST(test_two_clients_contend)
+{
+    redlock_client *c[CLIENTS];
+    redlock_lock *l[CLIENTS];
+    contender t[CLIENTS * THREADS];
+    pthread_t th[CLIENTS * THREADS];
+    atomic_long counter = 0;
+    atomic_int inside = 0, overlaps = 0;
+    char name[64];
+    int64_t t0;
+    size_t i;
+
+    unique_name(name, sizeof(name), "contend");
+    for (i = 0; i < CLIENTS; i++) {
+        c[i] = client_default();
+        l[i] = lock_with_quorum(c[i], name, 0);
+    }
+    t0 = now_ms();
+    for (i = 0; i < CLIENTS * THREADS; i++) {
+        memset(&t[i], 0, sizeof(t[i]));
+        t[i].l = l[i % CLIENTS];
+        t[i].counter = &counter;
+        t[i].inside = &inside;
+        t[i].overlaps = &overlaps;
+        ck_assert_int_eq(pthread_create(&th[i], NULL, contend, &t[i]), 0);
+    }
+    for (i = 0; i < CLIENTS * THREADS; i++)
+        pthread_join(th[i], NULL);
+    fprintf(stderr, "%d clients x %d threads x %d rounds in %lld ms\n", CLIENTS, THREADS,
+            ROUNDS, (long long)(now_ms() - t0));
+    for (i = 0; i < CLIENTS * THREADS; i++)
+        ck_assert_msg(t[i].failures == 0, "thread %zu: %d failures, last %s", i,
+                      t[i].failures, t[i].error);
+    ck_assert_int_eq(atomic_load(&overlaps), 0);
+    ck_assert_int_eq(atomic_load(&counter), CLIENTS * THREADS * ROUNDS);
+    ck_assert_int_ge(wait_gone(name, N_NODES, 0), 0);
+    for (i = 0; i < CLIENTS; i++) {
+        ck_assert_uint_eq(stats_of(c[i]).acquired, THREADS * ROUNDS);
+        redlock_lock_free(l[i]);
+        redlock_client_free(c[i]);
+    }
+}
+END_TEST
+
+/* ------------------------------------------------------------------------ */
+/* 8. MultiLock over three names on three nodes. */
+
+START_TEST(test_multilock_names)
+{
+    redlock_client *c = client_default();
+    redlock_lock_options lo;
+    redlock_member ms[3];
+    char base[64], names[3][80], field[FIELD_CAP];
+    redlock_lock *l = NULL;
+    size_t i, j;
+
+    unique_name(base, sizeof(base), "multi");
+    my_field(c, field, sizeof(field));
+    for (i = 0; i < 3; i++) {
+        snprintf(names[i], sizeof(names[i]), "%s:%c", base, "abc"[i]);
+        ms[i].node = i;
+        ms[i].name = names[i];
+    }
+    memset(&lo, 0, sizeof(lo));
+    lo.quorum = REDLOCK_QUORUM_ALL;
+    ck_assert_int_eq(redlock_multilock_new(c, ms, 3, &lo, &l), REDLOCK_OK);
+    ck_assert_int_eq(redlock_lock_quorum(l), 3);
+
+    hold_foreign(1, names[1]);
+    ck_assert_int_eq(redlock_try_lock(l), REDLOCK_EBUSY);
+    ck_assert_msg(!key_exists(0, names[0]), "'a' left behind on node 0");
+    ck_assert_msg(!key_exists(2, names[2]), "'c' left behind on node 2");
+    assert_foreign_only(1, names[1]);
+
+    del_key(1, names[1]);
+    ck_assert_int_eq(redlock_try_lock(l), REDLOCK_OK);
+    for (i = 0; i < 3; i++) {
+        ck_assert_int_eq(node_count(i, names[i], field), 1);
+        /* Each name lives on its own node only. */
+        for (j = 0; j < N_NODES; j++)
+            if (j != i)
+                ck_assert_msg(!key_exists(j, names[i]), "%s on node %zu", names[i], j);
+    }
+    ck_assert_int_eq(redlock_unlock(l), REDLOCK_OK);
+    for (i = 0; i < 3; i++)
+        ck_assert_int_ge(wait_gone(names[i], N_NODES, 0), 0);
+    redlock_lock_free(l);
+    redlock_client_free(c);
+}
+END_TEST
+
+/* ------------------------------------------------------------------------ */
+/* 9. Validity. */
+
+static void *thaw_later(void *arg)
+{
+    sleep_ms(*(int64_t *)arg);
+    rig_node("thaw", 4);
+    return NULL;
+}
+
+START_TEST(test_validity)
+{
+    redlock_client *c = client_default();
+    redlock_client *slow = client_with(3000, 0, 0.49);
+    char name[64], field[FIELD_CAP];
+    redlock_lock *l, *all;
+    int64_t ttl, t0, after, delay = 900;
+    long long min_pttl = -1;
+    pthread_t th;
+    int rc, granted = 0;
+    size_t i;
+
+    unique_name(name, sizeof(name), "validity");
+    my_field(c, field, sizeof(field));
+    l = lock_with_quorum(c, name, 0);
+
+    /* A lease no longer than the fixed part of the drift (2 ms) can never
+     * leave positive validity, however fast the nodes answer. */
+    rc = redlock_try_lock_for(l, 0, 2);
+    ck_assert_msg(rc == REDLOCK_EBUSY || rc == REDLOCK_ETIMEOUT, "lease 2 ms gave %s",
+                  redlock_err_name(rc));
+    for (i = 0; i < N_NODES; i++)
+        granted += outcome(l, i) == REDLOCK_MEMBER_GRANTED;
+    ck_assert_int_ge(granted, 3); /* refused for validity, not for a holder */
+    ck_assert_int_ge(wait_gone(name, N_NODES, 0), 0);
+
+    /* Normal lease: validity <= lease - drift, and below every node's PTTL
+     * read before it (the lease started on each node after t0). */
+    ck_assert_int_eq(redlock_try_lock_for(l, 0, 10000), REDLOCK_OK);
+    for (i = 0; i < N_NODES; i++) {
+        long long p = node_pttl(i, name);
+
+        if (min_pttl < 0 || p < min_pttl)
+            min_pttl = p;
+    }
+    ck_assert_int_eq(redlock_remaining_ttl(l, &ttl), REDLOCK_OK);
+    fprintf(stderr, "validity %lld ms, smallest PTTL %lld ms (lease 10000)\n",
+            (long long)ttl, min_pttl);
+    ck_assert_int_gt(ttl, 0);
+    ck_assert_int_le(ttl, 10000 - (10000 / 100 + 2));
+    ck_assert_int_lt(ttl, min_pttl);
+    ck_assert_int_eq(redlock_unlock(l), REDLOCK_OK);
+
+    /* Every member grants, but one so late (a node frozen for 0.9 s) that
+     * lease 1500 - elapsed - drift (0.49 * 1500 + 2) is negative: the
+     * attempt fails and undoes every grant while the keys would still be
+     * alive for a while. */
+    all = lock_with_quorum(slow, name, REDLOCK_QUORUM_ALL);
+    ck_assert_int_eq(redlock_try_lock_for(all, 0, 1500), REDLOCK_OK); /* warm up */
+    ck_assert_int_eq(redlock_unlock(all), REDLOCK_OK);
+    ck_assert_int_eq(rig_node("freeze", 4), 0);
+    t0 = now_ms();
+    ck_assert_int_eq(pthread_create(&th, NULL, thaw_later, &delay), 0);
+    rc = redlock_try_lock_for(all, 0, 1500);
+    after = now_ms() - t0;
+    pthread_join(th, NULL);
+    ck_assert_msg(rc == REDLOCK_EBUSY || rc == REDLOCK_ETIMEOUT, "late quorum gave %s",
+                  redlock_err_name(rc));
+    ck_assert_int_ge(after, delay - 50);
+    for (i = 0; i < N_NODES; i++)
+        ck_assert_int_eq(outcome(all, i), REDLOCK_MEMBER_GRANTED);
+    ck_assert_int_ge(wait_gone(name, N_NODES, 0), 0);
+    ck_assert_msg(now_ms() - t0 < 1400, "checked too late (%lld ms) to tell an undo "
+                                        "from the lease running out",
+                  (long long)(now_ms() - t0));
+    redlock_lock_free(all);
+    redlock_lock_free(l);
+    redlock_client_free(slow);
+    redlock_client_free(c);
+}
+END_TEST
+
+/* ------------------------------------------------------------------------ */
+/* 10. A waiter blocked on five nodes wakes at once on a release message. */
+
+typedef struct waiter {
+    redlock_lock *l;
+    int rc;
+    atomic_llong done_us;
+} waiter;
+
+static void *wait_for_lock(void *arg)
+{
+    waiter *w = arg;
+
+    w->rc = redlock_try_lock_for(w->l, 10000, 30000);
+    atomic_store(&w->done_us, (long long)now_us());
+    if (w->rc == REDLOCK_OK && redlock_unlock(w->l) != REDLOCK_OK)
+        w->rc = -1;
+    return NULL;
+}
+
+/* Waits until every node has a subscriber on name's release channel. */
+static void wait_subscribed(const char *name)
+{
+    char args[256], want[200];
+    int64_t t0 = now_ms();
+    size_t i;
+
+    snprintf(args, sizeof(args), "PUBSUB NUMSUB 'redisson_lock__channel:{%s}'", name);
+    snprintf(want, sizeof(want), "redisson_lock__channel:{%s}\n1", name);
+    for (i = 0; i < N_NODES; i++) {
+        while (strcmp(rig_cli(i, args), want) != 0) {
+            ck_assert_msg(now_ms() - t0 < 3000, "no subscriber on node %zu", i);
+            sleep_ms(10);
+        }
+    }
+}
+
+START_TEST(test_waiter_wakes)
+{
+    redlock_client *ca = client_default(), *cb = client_default();
+    char name[64], args[256];
+    redlock_lock *la, *lb;
+    pthread_t th;
+    waiter w;
+    int64_t t_rel, woke;
+    size_t i;
+
+    unique_name(name, sizeof(name), "wake");
+    la = lock_with_quorum(ca, name, 0);
+    lb = lock_with_quorum(cb, name, 0);
+
+    /* Released by its holder: the release publishes on every node. */
+    ck_assert_int_eq(redlock_try_lock_for(la, 0, 30000), REDLOCK_OK);
+    memset(&w, 0, sizeof(w));
+    w.l = lb;
+    ck_assert_int_eq(pthread_create(&th, NULL, wait_for_lock, &w), 0);
+    wait_subscribed(name);
+    sleep_ms(50);
+    ck_assert_int_eq(atomic_load(&w.done_us), 0);
+    t_rel = now_us();
+    ck_assert_int_eq(redlock_unlock(la), REDLOCK_OK);
+    pthread_join(th, NULL);
+    ck_assert_int_eq(w.rc, REDLOCK_OK);
+    woke = (atomic_load(&w.done_us) - t_rel) / 1000;
+    fprintf(stderr, "waiter acquired %lld ms after the unlock\n", (long long)woke);
+    ck_assert_msg(woke < 150, "waiter took %lld ms", (long long)woke);
+
+    /* Held by someone else everywhere; the keys vanish silently and the
+     * release message comes from one node only: that one message wakes. */
+    for (i = 0; i < N_NODES; i++)
+        hold_foreign(i, name);
+    memset(&w, 0, sizeof(w));
+    w.l = lb;
+    ck_assert_int_eq(pthread_create(&th, NULL, wait_for_lock, &w), 0);
+    wait_subscribed(name);
+    for (i = 0; i < N_NODES; i++)
+        del_key(i, name);
+    sleep_ms(200);
+    ck_assert_msg(atomic_load(&w.done_us) == 0, "the waiter polled instead of waiting");
+    snprintf(args, sizeof(args), "PUBLISH 'redisson_lock__channel:{%s}' 0", name);
+    t_rel = now_us();
+    ck_assert_str_eq(rig_cli(4, args), "1");
+    pthread_join(th, NULL);
+    ck_assert_int_eq(w.rc, REDLOCK_OK);
+    woke = (atomic_load(&w.done_us) - t_rel) / 1000;
+    fprintf(stderr, "waiter acquired %lld ms after one node's message\n", (long long)woke);
+    ck_assert_msg(woke < 150, "waiter took %lld ms", (long long)woke);
+    ck_assert_int_ge(wait_gone(name, N_NODES, 0), 0);
+
+    redlock_lock_free(lb);
+    redlock_lock_free(la);
+    redlock_client_free(cb);
+    redlock_client_free(ca);
+}
+END_TEST
+
+/* ------------------------------------------------------------------------ */
+/* 11. N = 1 is the single-node reentrant lock. */
+
+START_TEST(test_single_node)
+{
+    redlock_client *c = NULL, *other = NULL;
+    redlock_lock *l, *lo;
+    char name[64], field[FIELD_CAP];
+    int count, held, q;
+    int64_t ttl;
+    size_t i;
+
+    ck_assert_int_eq(redlock_client_new(&c, rig_plain_uris(), 1, NULL), REDLOCK_OK);
+    ck_assert_int_eq(redlock_client_new(&other, rig_plain_uris(), 1, NULL), REDLOCK_OK);
+    unique_name(name, sizeof(name), "single");
+    my_field(c, field, sizeof(field));
+    /* With one member every quorum value means 1. */
+    for (q = -1; q <= 5; q++) {
+        l = lock_with_quorum(c, name, q);
+        ck_assert_int_eq(redlock_lock_quorum(l), 1);
+        redlock_lock_free(l);
+    }
+    l = lock_with_quorum(c, name, 0);
+    lo = lock_with_quorum(other, name, 0);
+    ck_assert_uint_eq(redlock_lock_member_count(l), 1);
+
+    for (i = 1; i <= 3; i++) {
+        ck_assert_int_eq(redlock_try_lock(l), REDLOCK_OK);
+        ck_assert_int_eq(node_count(0, name, field), (long long)i);
+        ck_assert_int_eq(redlock_hold_count(l, &count), REDLOCK_OK);
+        ck_assert_int_eq(count, (int)i);
+    }
+    ck_assert_int_eq(redlock_try_lock(lo), REDLOCK_EBUSY);
+    for (i = 1; i < N_NODES; i++)
+        ck_assert(!key_exists(i, name));
+    ck_assert_int_eq(redlock_remaining_ttl(l, &ttl), REDLOCK_OK);
+    ck_assert(ttl > 0 && ttl <= 30000);
+    for (i = 3; i-- > 1;) {
+        ck_assert_int_eq(redlock_unlock(l), REDLOCK_OK);
+        ck_assert_int_eq(node_count(0, name, field), (long long)i);
+        ck_assert_int_eq(redlock_is_held_by_current_thread(l, &held), REDLOCK_OK);
+        ck_assert_int_eq(held, 1);
+    }
+    ck_assert_int_eq(redlock_unlock(l), REDLOCK_OK);
+    ck_assert(!key_exists(0, name));
+    ck_assert_int_eq(redlock_unlock(l), REDLOCK_ENOT_OWNER);
+    ck_assert_int_eq(redlock_try_lock(lo), REDLOCK_OK);
+    ck_assert_int_eq(redlock_unlock(lo), REDLOCK_OK);
+    redlock_lock_free(lo);
+    redlock_lock_free(l);
+    redlock_client_free(other);
+    redlock_client_free(c);
+}
+END_TEST
+
+/* ------------------------------------------------------------------------ */
+
+/* One TCase per case: its unchecked fixture heals the rig around it. */
+#define ADD_CASE(s, test)                                                      \
+    do {                                                                       \
+        TCase *tc_ = tcase_create(#test);                                      \
+        tcase_add_unchecked_fixture(tc_, heal, heal);                          \
+        tcase_set_timeout(tc_, 60);                                            \
+        tcase_add_test(tc_, test);                                             \
+        suite_add_tcase((s), tc_);                                             \
+    } while (0)
+
+int main(void)
+{
+    Suite *s = suite_create("quorum");
+    SRunner *sr;
+    int failed;
+
+    ADD_CASE(s, test_quorum_math);
+    ADD_CASE(s, test_early_success_two_frozen);
+    ADD_CASE(s, test_prompt_failure_three_frozen);
+    ADD_CASE(s, test_unlock_two_frozen);
+    ADD_CASE(s, test_watchdog_survives_restart);
+    ADD_CASE(s, test_watchdog_reports_loss);
+    ADD_CASE(s, test_two_clients_contend);
+    ADD_CASE(s, test_multilock_names);
+    ADD_CASE(s, test_validity);
+    ADD_CASE(s, test_waiter_wakes);
+    ADD_CASE(s, test_single_node);
+    sr = srunner_create(s);
+    srunner_run_all(sr, CK_NORMAL);
+    failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}

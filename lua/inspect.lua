@@ -2,6 +2,7 @@
 --
 -- KEYS[1]  lock name
 -- KEYS[2]  fencing token key, redisson_lock_token:{NAME}
+-- (no ARGV)
 --
 -- Returns {pttl, token, field1, count1, field2, count2, ...}: pttl is -2 if
 -- the key does not exist; token is "0" when none was ever stored.

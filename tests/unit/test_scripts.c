@@ -1,0 +1,113 @@
+/*
+ * The embedded scripts: each is byte for byte its file in lua/, carries
+ * the SHA1 that EVALSHA will use, and documents its interface in a header
+ * comment (KEYS, ARGV, results), since the Lua files are the contract
+ * shared with other clients of the same keys.
+ */
+#include <check.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <openssl/sha.h>
+
+#include "resp/scripts.h"
+
+#ifndef LUA_DIR
+#error "LUA_DIR must name the source lua/ directory"
+#endif
+
+/* The whole file, or NULL. The caller frees it. */
+static char *read_file(const char *path, size_t *len)
+{
+    FILE *f = fopen(path, "rb");
+    char *buf = NULL;
+    long n;
+
+    if (!f)
+        return NULL;
+    if (fseek(f, 0, SEEK_END) == 0 && (n = ftell(f)) >= 0 && fseek(f, 0, SEEK_SET) == 0 &&
+        (buf = malloc((size_t)n + 1)) != NULL) {
+        *len = fread(buf, 1, (size_t)n, f);
+        buf[*len] = '\0';
+    }
+    fclose(f);
+    return buf;
+}
+
+START_TEST(digest_matches_body)
+{
+    const redlock__script *s = &redlock__scripts[_i];
+    unsigned char md[SHA_DIGEST_LENGTH];
+    char hex[2 * SHA_DIGEST_LENGTH + 1];
+    int i;
+
+    ck_assert_ptr_nonnull(s->name);
+    ck_assert_uint_eq(strlen(s->body), s->len);
+    SHA1((const unsigned char *)s->body, s->len, md);
+    for (i = 0; i < SHA_DIGEST_LENGTH; i++)
+        snprintf(hex + 2 * i, 3, "%02x", md[i]);
+    ck_assert_msg(strcmp(hex, s->sha1) == 0, "%s: embedded %s, body hashes to %s", s->name,
+                  s->sha1, hex);
+}
+END_TEST
+
+START_TEST(body_is_the_source_file)
+{
+    const redlock__script *s = &redlock__scripts[_i];
+    char path[512];
+    size_t len = 0;
+    char *file;
+
+    snprintf(path, sizeof(path), "%s/%s.lua", LUA_DIR, s->name);
+    file = read_file(path, &len);
+    ck_assert_msg(file != NULL, "cannot read %s", path);
+    ck_assert_msg(len == s->len && memcmp(file, s->body, len) == 0,
+                  "%s: embedded bytes differ from %s (stale build?)", s->name, path);
+    free(file);
+}
+END_TEST
+
+START_TEST(header_documents_interface)
+{
+    const redlock__script *s = &redlock__scripts[_i];
+
+    ck_assert_msg(strncmp(s->body, "-- ", 3) == 0, "%s: no header comment", s->name);
+    ck_assert_msg(strstr(s->body, "-- KEYS[1]") != NULL, "%s: KEYS not documented", s->name);
+    ck_assert_msg(strstr(s->body, "-- ARGV[1]") != NULL || strstr(s->body, "no ARGV") != NULL,
+                  "%s: ARGV not documented", s->name);
+    ck_assert_msg(strstr(s->body, "Returns") != NULL || strstr(s->body, "Result") != NULL,
+                  "%s: results not documented", s->name);
+}
+END_TEST
+
+START_TEST(names_and_digests_are_distinct)
+{
+    int i, j;
+
+    for (i = 0; i < REDLOCK__SCRIPT_COUNT; i++)
+        for (j = i + 1; j < REDLOCK__SCRIPT_COUNT; j++) {
+            ck_assert_str_ne(redlock__scripts[i].name, redlock__scripts[j].name);
+            ck_assert_str_ne(redlock__scripts[i].sha1, redlock__scripts[j].sha1);
+        }
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("scripts");
+    TCase *tc = tcase_create("embedded");
+    SRunner *sr;
+    int failed;
+
+    tcase_add_loop_test(tc, digest_matches_body, 0, REDLOCK__SCRIPT_COUNT);
+    tcase_add_loop_test(tc, body_is_the_source_file, 0, REDLOCK__SCRIPT_COUNT);
+    tcase_add_loop_test(tc, header_documents_interface, 0, REDLOCK__SCRIPT_COUNT);
+    tcase_add_test(tc, names_and_digests_are_distinct);
+    suite_add_tcase(s, tc);
+    sr = srunner_create(s);
+    srunner_run_all(sr, CK_NORMAL);
+    failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}

@@ -192,6 +192,38 @@ void raw_command(raw_conn *c, int argc, const char *const *argv, raw_reply *r)
     raw_read(c, r);
 }
 
+void raw_command_bulk(raw_conn *c, int argc, const char *const *argv, char *out,
+                      size_t cap)
+{
+    char cmd[1024];
+    char *l;
+    long long n;
+
+    raw_send(c, cmd, raw_format(cmd, sizeof(cmd), argc, argv));
+    l = next_line(c);
+    if (l[0] != '$')
+        bench_die("%s: expected a bulk reply, got '%.100s'", argv[0], l);
+    n = strtoll(l + 1, NULL, 10);
+    if (n < 0 || (size_t)n >= cap || (size_t)n + 2 > sizeof(c->buf))
+        bench_die("%s: reply of %lld bytes does not fit", argv[0], n);
+    while (c->len - c->off < (size_t)n + 2)
+        fill(c);
+    memcpy(out, c->buf + c->off, (size_t)n);
+    out[n] = '\0';
+    c->off += (size_t)n + 2;
+}
+
+long long raw_command_calls(raw_conn *c, const char *command)
+{
+    char info[16000], key[96];
+    const char *p;
+
+    raw_command_bulk(c, 2, (const char *[]){"INFO", "commandstats"}, info, sizeof(info));
+    snprintf(key, sizeof(key), "cmdstat_%s:calls=", command);
+    p = strstr(info, key);
+    return p ? strtoll(p + strlen(key), NULL, 10) : 0;
+}
+
 void raw_del(raw_conn *c, const char *name)
 {
     raw_reply r;

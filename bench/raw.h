@@ -61,6 +61,13 @@ int64_t raw_floor_release(raw_floor *f);
 int64_t raw_floor_ping(raw_floor *f);
 void raw_floor_free(raw_floor *f);
 
+/* One command whose reply is a bulk string, copied whole into out
+ * (NUL-terminated); exits on any other reply or if it does not fit. */
+void raw_command_bulk(raw_conn *c, int argc, const char *const *argv, char *out,
+                      size_t cap);
+/* The "calls" count of one command in INFO commandstats ("evalsha"). */
+long long raw_command_calls(raw_conn *c, const char *command);
+
 /* Sends DEL name to node i (used to make a held lock vanish). */
 void raw_del(raw_conn *c, const char *name);
 

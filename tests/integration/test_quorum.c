@@ -296,13 +296,23 @@ START_TEST(test_quorum_math)
     ck_assert_int_eq(redlock_lock_quorum(bad), 3);
     redlock_lock_free(bad);
 
-    /* Healthy: held on all five, with the lease as PEXPIRE. */
+    /* Healthy: held with the lease as PEXPIRE on at least a quorum, and
+     * nowhere counted twice. On a loaded machine a member may miss its
+     * node timeout after Q grants decided: it is then cancelled, not held. */
     ck_assert_int_eq(redlock_try_lock_for(l, 0, 20000), REDLOCK_OK);
-    for (i = 0; i < N_NODES; i++) {
-        long long pttl = node_pttl(i, name);
+    {
+        int holding = 0;
 
-        ck_assert_int_eq(settled_count(i, name, field, 1), 1);
-        ck_assert_msg(pttl > 0 && pttl <= 20000, "node %zu pttl %lld", i, pttl);
+        for (i = 0; i < N_NODES; i++) {
+            long long count = settled_count(i, name, field, 1), pttl = node_pttl(i, name);
+
+            ck_assert_msg(count == 1 || count == -1, "node %zu count %lld", i, count);
+            if (count == 1) {
+                holding++;
+                ck_assert_msg(pttl > 0 && pttl <= 20000, "node %zu pttl %lld", i, pttl);
+            }
+        }
+        ck_assert_int_ge(holding, 3);
     }
     ck_assert_int_eq(redlock_unlock(l), REDLOCK_OK);
     ck_assert_int_ge(wait_gone(name, N_NODES, 0), 0);
@@ -817,12 +827,15 @@ START_TEST(test_validity)
     /* A lease no longer than the fixed part of the drift (2 ms) can never
      * leave positive validity, however fast the nodes answer. */
     rc = redlock_try_lock_for(l, 0, 2);
-    ck_assert_msg(rc == REDLOCK_EBUSY || rc == REDLOCK_ETIMEOUT, "lease 2 ms gave %s",
-                  redlock_err_name(rc));
+    /* A node timeout scaled down from a 2 ms lease can also run out first
+     * on a loaded machine: that is no quorum, and still no lock. */
+    ck_assert_msg(rc == REDLOCK_EBUSY || rc == REDLOCK_ETIMEOUT || rc == REDLOCK_ENO_QUORUM,
+                  "lease 2 ms gave %s", redlock_err_name(rc));
     for (i = 0; i < N_NODES; i++)
         granted += outcome(l, i) == REDLOCK_MEMBER_GRANTED;
-    ck_assert_int_ge(granted, 3); /* refused for validity, not for a holder */
-    ck_assert_int_ge(wait_gone(name, N_NODES, 0), 0);
+    if (rc != REDLOCK_ENO_QUORUM)
+        ck_assert_int_ge(granted, 3); /* refused for validity, not for a holder */
+    ck_assert_int_ge(wait_gone(name, N_NODES, 2000), 0);
 
     /* Normal lease: validity <= lease - drift, and below every node's PTTL
      * read before it (the lease started on each node after t0). */

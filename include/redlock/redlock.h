@@ -143,7 +143,7 @@ typedef struct redlock_tls_options {
 typedef struct redlock_options {
     int connect_timeout_ms;   /* TCP connect + TLS + AUTH; default 1000 */
     /* Deadline of one request to one node. Default: min(50, lease/100) but
-     * at least 5 ms for lock operations; 1000 ms for inspection calls. */
+     * at least 10 ms for lock operations; 1000 ms for inspection calls. */
     int node_timeout_ms;
     /* ACL user and password for every node; override what the URIs say. */
     const char *username;
@@ -324,7 +324,9 @@ REDLOCK_EXTERN int redlock_try_lock_for(redlock_lock *lock, int64_t wait_ms,
  *
  * Returns REDLOCK_OK, REDLOCK_ENOT_OWNER (owner does not hold it: never a
  * silent success), REDLOCK_ELOST (the hold was lost before; the lost state
- * is cleared by this call), REDLOCK_EINVAL.
+ * is cleared by this call), REDLOCK_ENO_QUORUM (no member answered within
+ * the node timeout: the hold is dropped locally and the release goes on in
+ * the background), REDLOCK_EINVAL.
  */
 REDLOCK_EXTERN int redlock_unlock_as(redlock_lock *lock, uint64_t owner);
 REDLOCK_EXTERN int redlock_unlock(redlock_lock *lock);

@@ -52,8 +52,10 @@ static void read_state(inspect_ctx *x, size_t m, const redisReply *r)
         redlock__copy_msg(st->message, sizeof(st->message), r->str);
         return;
     }
+    /* PTTL is -2 (absent), -1 (no expiry) or a duration: anything else
+     * would leak out of remaining_ttl() as a meaningless value. */
     if (r->type != REDIS_REPLY_ARRAY || r->elements < 2 || r->elements % 2 != 0 ||
-        r->element[0]->type != REDIS_REPLY_INTEGER) {
+        r->element[0]->type != REDIS_REPLY_INTEGER || r->element[0]->integer < -2) {
         st->err = REDLOCK_EPROTO;
         redlock__copy_msg(st->message, sizeof(st->message), "unexpected reply to inspect");
         return;
@@ -139,14 +141,19 @@ static int quorum_value(redlock_lock *l, const redlock_member_state *st,
                         const int64_t *values, int64_t *out)
 {
     int64_t v[REDLOCK__MAX_NODES];
+    const char *why = "";
     size_t m, n = 0;
 
-    for (m = 0; m < l->n; m++)
+    for (m = 0; m < l->n; m++) {
         if (st[m].reachable)
             v[n++] = values[m];
+        else if (!*why)
+            why = st[m].message; /* says why, e.g. "-LOADING" */
+    }
     if ((int)n < l->quorum)
-        return redlock__fail(REDLOCK_ENO_QUORUM, "lock '%s': %zu of %zu members answered, quorum is %d",
-                             l->members[0].name, n, l->n, l->quorum);
+        return redlock__fail(REDLOCK_ENO_QUORUM,
+                             "lock '%s': %zu of %zu members answered, quorum is %d%s%s",
+                             l->members[0].name, n, l->n, l->quorum, *why ? "; " : "", why);
     qsort(v, n, sizeof(v[0]), cmp_desc);
     *out = v[l->quorum - 1];
     return REDLOCK_OK;
@@ -268,6 +275,7 @@ int redlock_lock_inspect(redlock_lock *l, size_t member, redlock_member_state *o
 typedef struct force_ctx {
     const redlock_lock *l;
     int answered, deleted;
+    char why[128];              /* the first failure, for the message */
 } force_ctx;
 
 static int fill_force(void *ud, size_t m, const char **argv, char **owned)
@@ -286,10 +294,15 @@ static int on_force_reply(void *ud, size_t batch, size_t call, int err, const ch
 {
     force_ctx *f = ud;
 
-    (void)batch, (void)call, (void)msg;
-    if (!err && r->type == REDIS_REPLY_INTEGER) {
+    (void)batch, (void)call;
+    /* The script answers 1 or 0; anything else is not an answer. */
+    if (!err && r->type == REDIS_REPLY_INTEGER && (r->integer == 0 || r->integer == 1)) {
         f->answered++;
         f->deleted += r->integer == 1;
+    } else if (!f->why[0]) {
+        redlock__copy_msg(f->why, sizeof(f->why),
+                          err ? msg : r->type == REDIS_REPLY_ERROR ? r->str
+                                                                   : "unexpected reply");
     }
     return 0;
 }
@@ -306,6 +319,7 @@ int redlock_force_unlock(redlock_lock *l, size_t *released)
     c = l->client;
     f.l = l;
     f.answered = f.deleted = 0;
+    f.why[0] = '\0';
     rc = redlock__plan_build(&p, l, NULL, REDLOCK__SCRIPT_FORCE_RELEASE, 2, 3, fill_force, &f,
                              c->tp.ops->now_ns(c->tp.ctx) + inspect_timeout_ns(c));
     if (rc)
@@ -315,8 +329,9 @@ int redlock_force_unlock(redlock_lock *l, size_t *released)
     if (released)
         *released = (size_t)f.deleted;
     if (f.answered < l->quorum)
-        return redlock__fail(REDLOCK_ENO_QUORUM, "lock '%s': %d of %zu members answered",
-                             l->members[0].name, f.answered, l->n);
+        return redlock__fail(REDLOCK_ENO_QUORUM, "lock '%s': %d of %zu members answered%s%s",
+                             l->members[0].name, f.answered, l->n, f.why[0] ? "; " : "",
+                             f.why);
     return REDLOCK_OK;
 }
 

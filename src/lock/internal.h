@@ -123,6 +123,9 @@ typedef struct redlock__attempt_result {
     int failed;          /* timeouts, errors */
     int64_t min_pttl_ms; /* smallest TTL among busy members, or -1 */
     int64_t validity_ms; /* lease - elapsed - drift, on success */
+    /* When that validity ends: t0 + lease - drift on the transport's clock
+     * (validity_ms already counts the elapsed time from t0). */
+    int64_t valid_until_ns;
     uint64_t token;      /* fencing token on a fresh fenced grant */
     int reentry;         /* every grant was a re-entry */
 } redlock__attempt_result;

@@ -191,6 +191,22 @@ int redlock_lock_report(redlock_lock *l, size_t member, redlock_member_report *o
     return REDLOCK_OK;
 }
 
+/* The first member failure of the calling thread's last attempt through l,
+ * so a "no quorum" message also says why (e.g. "-LOADING"); "" if none. */
+static const char *first_failure(const redlock_lock *l)
+{
+    size_t i;
+
+    for (i = 0; thread_report.lock == l && i < l->n; i++) {
+        const redlock_member_report *r = &thread_report.members[i];
+
+        if ((r->outcome == REDLOCK_MEMBER_ERROR || r->outcome == REDLOCK_MEMBER_TIMEOUT) &&
+            r->message[0])
+            return r->message;
+    }
+    return "";
+}
+
 static void remember_lost(redlock_lock *l, uint64_t owner)
 {
     l->lost_owners[l->lost_next++ % REDLOCK__LOST_MEMORY] = owner;
@@ -245,7 +261,7 @@ static void record_latency(redlock_client *c, int64_t ns)
 }
 
 static void hold_acquired(redlock_lock *l, uint64_t owner, const char *field,
-                          int64_t lease_ms, int watchdog, int64_t t0,
+                          int64_t lease_ms, int watchdog,
                           const redlock__attempt_result *res)
 {
     redlock_client *c = l->client;
@@ -266,7 +282,7 @@ static void hold_acquired(redlock_lock *l, uint64_t owner, const char *field,
         forget_lost(l, owner);
     }
     l->lease_ms = lease_ms;
-    l->validity_end_ns = t0 + res->validity_ms * REDLOCK__NS_PER_MS;
+    l->validity_end_ns = res->valid_until_ns;
     l->next_renew_ns = now + lease_ms * REDLOCK__NS_PER_MS / 3;
     listed = l->watchdog;
     pthread_mutex_unlock(&l->mu);
@@ -329,11 +345,11 @@ int redlock_acquire_as(redlock_lock *l, uint64_t owner, int64_t wait_ms, int64_t
     start = ops->now_ns(c->tp.ctx);
     deadline = wait_ms < 0 ? INT64_MAX : start + wait_ms * REDLOCK__NS_PER_MS;
     for (;;) {
-        int64_t t0 = ops->now_ns(c->tp.ctx), now, until;
+        int64_t now, until;
 
         rc = redlock__attempt(l, field, lease_ms, &res);
         if (rc == REDLOCK_OK) {
-            hold_acquired(l, owner, field, lease_ms, watchdog, t0, &res);
+            hold_acquired(l, owner, field, lease_ms, watchdog, &res);
             record_latency(c, ops->now_ns(c->tp.ctx) - start);
             break;
         }
@@ -377,8 +393,9 @@ int redlock_acquire_as(redlock_lock *l, uint64_t owner, int64_t wait_ms, int64_t
         return redlock__fail(rc, "lock '%s' not acquired within %lld ms", l->members[0].name,
                              (long long)wait_ms);
     case REDLOCK_ENO_QUORUM:
-        return redlock__fail(rc, "lock '%s': %d of %zu members reachable, quorum is %d",
-                             l->members[0].name, res.granted + res.busy, l->n, l->quorum);
+        return redlock__fail(rc, "lock '%s': %d of %zu members reachable, quorum is %d%s%s",
+                             l->members[0].name, res.granted + res.busy, l->n, l->quorum,
+                             *first_failure(l) ? "; " : "", first_failure(l));
     default:
         return rc;
     }
@@ -413,7 +430,7 @@ int redlock_unlock_as(redlock_lock *l, uint64_t owner)
     redlock_client *c;
     char field[64];
     int64_t lease_ms, give_up, now;
-    int ours, final, released = 0, decremented = 0, not_held = 0, rc;
+    int ours, final, expired, released = 0, decremented = 0, not_held = 0, rc;
 
     if (!l)
         return redlock__fail(REDLOCK_EINVAL, "lock is NULL");
@@ -433,6 +450,10 @@ int redlock_unlock_as(redlock_lock *l, uint64_t owner)
     final = ours && l->count == 1;
     lease_ms = ours ? l->lease_ms : c->watchdog_lease_ms;
     now = c->tp.ops->now_ns(c->tp.ctx);
+    /* Validity ran out before anyone noticed (a fixed lease held too long,
+     * or a watchdog tick still pending): the caller must hear of it, even
+     * if some members still had the key to release. */
+    expired = ours && now >= l->validity_end_ns;
     give_up = ours && l->validity_end_ns > now ? l->validity_end_ns
                                                : now + lease_ms * REDLOCK__NS_PER_MS;
     if (ours && l->watchdog)
@@ -465,6 +486,9 @@ int redlock_unlock_as(redlock_lock *l, uint64_t owner)
     /* Without a hold recorded in this handle, only a quorum of our fields
      * proves ownership: fragments left by a lost or failed hold are cleaned
      * up above, but do not make the caller an owner. */
+    if (expired)
+        return redlock__fail(REDLOCK_ELOST, "lock '%s': validity ended before unlock",
+                             l->members[0].name);
     if ((ours && released + decremented > 0) ||
         (!ours && released + decremented >= l->quorum)) {
         redlock__stat_add(&c->stats.released, 1);
@@ -474,8 +498,9 @@ int redlock_unlock_as(redlock_lock *l, uint64_t owner)
         return redlock__fail(REDLOCK_ELOST, "lock '%s' expired before unlock",
                              l->members[0].name);
     if (not_held == 0)
-        return redlock__fail(REDLOCK_ENO_QUORUM, "lock '%s': no member answered the release",
-                             l->members[0].name);
+        return redlock__fail(REDLOCK_ENO_QUORUM, "lock '%s': no member answered the release%s%s",
+                             l->members[0].name, *first_failure(l) ? "; " : "",
+                             first_failure(l));
     return redlock__fail(REDLOCK_ENOT_OWNER, "lock '%s' is not held by this owner",
                          l->members[0].name);
 }

@@ -134,6 +134,8 @@ typedef struct simple_ctx {
     int ok, other, not_held, failed;
     unsigned char *answered;
     redlock_member_report *rep;
+    int stop_at;                /* > 0: end once this many confirm (or cannot) */
+    int pending;                /* calls not answered yet, with stop_at */
 } simple_ctx;
 
 static int fill_abort(void *ud, size_t m, const char **argv, char **owned)
@@ -189,12 +191,20 @@ static int on_simple_reply(void *ud, size_t batch, size_t call, int err,
         s->answered[m] = 3;
         if (rep)
             rep->outcome = REDLOCK_MEMBER_GRANTED;
-    } else {
+    } else if (r->type == REDIS_REPLY_NIL) {
         s->not_held++;
         if (rep)
             rep->outcome = REDLOCK_MEMBER_NOT_HELD;
+    } else {
+        /* No script answers this way: the node's state is unknown, so it
+         * counts as a failure (and is retried), never as "not held". */
+        s->answered[m] = 2;
+        s->failed++;
+        if (rep)
+            note_failure(rep, REDLOCK_EPROTO, "unexpected reply to a release", NULL);
     }
-    return 0;
+    s->pending--;
+    return s->stop_at > 0 && (s->ok >= s->stop_at || s->ok + s->pending < s->stop_at);
 }
 
 /* Hands members that did not answer to the background, so the caller
@@ -255,16 +265,20 @@ out:
     free(answered);
 }
 
-/* Fencing phase 2: store T on every granting member that still holds;
- * returns the number of confirmations. */
+/* Fencing phase 2: store T on every member that did not refuse (a
+ * straggler may hold it too; the script checks that we still hold it),
+ * deciding like phase 1 as soon as a quorum confirmed or no longer can.
+ * Returns the number of confirmations. */
 static int fence_store(redlock_lock *l, const char *field, uint64_t token,
-                       const unsigned char *answers, int64_t deadline_ns)
+                       const unsigned char *answers, int64_t lease_ms,
+                       int64_t valid_until_ns)
 {
     redlock_client *c = l->client;
     simple_ctx s;
     redlock__plan p;
     char tok[24];
     unsigned char *include = calloc(l->n, 1), *answered = calloc(l->n, 1);
+    int64_t deadline_ns = c->tp.ops->now_ns(c->tp.ctx) + redlock__node_timeout_ns(c, lease_ms);
     size_t m;
     int confirmed = 0;
 
@@ -276,12 +290,16 @@ static int fence_store(redlock_lock *l, const char *field, uint64_t token,
     s.field = field;
     s.token = tok;
     s.answered = answered;
+    s.stop_at = l->quorum;
     for (m = 0; m < l->n; m++)
-        include[m] = answers[m] == ANSWER_GRANTED;
+        include[m] = answers[m] != ANSWER_BUSY;
+    if (deadline_ns > valid_until_ns)
+        deadline_ns = valid_until_ns;
     if (redlock__plan_build(&p, l, include, REDLOCK__SCRIPT_FENCE_STORE, 2, 4, fill_fence,
                             &s, deadline_ns) != REDLOCK_OK)
         goto out;
     s.plan = &p;
+    s.pending = (int)p.n;
     c->tp.ops->fanout(c->tp.ctx, p.batches, p.nb, on_simple_reply, &s);
     confirmed = s.ok;
     redlock__plan_free(&p);
@@ -340,11 +358,11 @@ int redlock__attempt(redlock_lock *l, const char *field, int64_t lease_ms,
     res->failed = a.failed;
     res->min_pttl_ms = a.min_pttl_ms;
     res->validity_ms = lease_ms - elapsed_ms - drift_ms;
+    res->valid_until_ns = t0 + (lease_ms - drift_ms) * REDLOCK__NS_PER_MS;
     res->reentry = !a.fresh;
     if (a.granted >= l->quorum && res->validity_ms > 0 && l->fencing && a.fresh) {
-        int64_t valid_until = t0 + (lease_ms - drift_ms) * REDLOCK__NS_PER_MS;
-
-        if (fence_store(l, field, a.token, a.answer, valid_until) < l->quorum) {
+        if (fence_store(l, field, a.token, a.answer, lease_ms, res->valid_until_ns) <
+            l->quorum) {
             res->granted = 0;
             res->failed = (int)l->n;
         } else {

@@ -301,6 +301,8 @@ static int judge(redlock_client *c, held *h, int64_t t_tick, int64_t now,
     int64_t drift_ns = ((int64_t)((double)h->lease_ms * c->drift_factor) + 2) *
                        REDLOCK__NS_PER_MS;
     int64_t lease_ns = h->lease_ms * REDLOCK__NS_PER_MS;
+    int64_t retry = lease_ns / 10 < 500 * REDLOCK__NS_PER_MS ? lease_ns / 10
+                                                               : 500 * REDLOCK__NS_PER_MS;
     int reason = 0;
     size_t m;
 
@@ -320,14 +322,12 @@ static int judge(redlock_client *c, held *h, int64_t t_tick, int64_t now,
             restore[m] = h->member_answer[m] == 3;
     } else if (h->other + h->vanished > (int)l->n - l->quorum) {
         reason = REDLOCK_ENOT_OWNER;
-    } else if (now >= l->validity_end_ns) {
+    } else if (now + retry >= l->validity_end_ns) {
+        /* The next try would come after validity ends: report the loss
+         * now, while the holder can still stop in time. */
         reason = REDLOCK_ENO_QUORUM;
     } else {
         /* Not enough answers yet, but still valid: try again soon. */
-        int64_t retry = lease_ns / 10;
-
-        if (retry > 500 * REDLOCK__NS_PER_MS)
-            retry = 500 * REDLOCK__NS_PER_MS;
         l->next_renew_ns = now + retry;
     }
     if (reason) {
@@ -374,6 +374,30 @@ static void settle_pending(redlock_client *c, tick *t, int64_t now)
     t->pending = NULL;
 }
 
+/* A batch of thousands of renewals keeps a server busy for milliseconds,
+ * while the node timeout is sized for one script. Each batch gets an
+ * allowance per call on top, capped at a third of the lease so a slow tick
+ * still ends well inside validity (judge() counts from the tick's start);
+ * without it every renewal of a large batch timed out and every hold was
+ * reported lost. */
+#define CALL_ALLOWANCE_NS 50000
+
+static void stretch_deadlines(tick *t, int64_t t_tick, int64_t lease_ms)
+{
+    int64_t cap = t_tick + lease_ms * REDLOCK__NS_PER_MS / 3;
+    size_t i;
+
+    for (i = 0; i < t->nb; i++) {
+        redlock__batch *b = &t->batches[i];
+        int64_t d = b->deadline_ns + (int64_t)b->ncalls * CALL_ALLOWANCE_NS;
+
+        if (d > cap)
+            d = cap;
+        if (d > b->deadline_ns)
+            b->deadline_ns = d;
+    }
+}
+
 void redlock__watchdog_tick(redlock_client *c)
 {
     const redlock__transport_ops *ops = c->tp.ops;
@@ -394,6 +418,7 @@ void redlock__watchdog_tick(redlock_client *c)
             lease_ms = t.held[i].lease_ms;
     deadline = t_tick + redlock__node_timeout_ns(c, lease_ms);
     if (build(c, &t, deadline) == 0 && t.nb > 0) {
+        stretch_deadlines(&t, t_tick, lease_ms);
         ops->fanout(c->tp.ctx, t.batches, t.nb, on_tick_reply, &t);
         redlock__stat_add(&c->stats.watchdog_ticks, 1);
         redlock__stat_add(&c->stats.watchdog_batches, t.nb);

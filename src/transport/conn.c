@@ -50,6 +50,7 @@ void redlock__conn_close(redlock__conn *c)
         c->reader = NULL;
     }
     redlock__buf_free(&c->out);
+    redlock__buf_free(&c->held);
     c->state = REDLOCK__CONN_CLOSED;
     c->skip = c->handshake = 0;
     c->tls_want_write = 0;
@@ -218,7 +219,9 @@ int redlock__conn_open(redlock__conn *c)
 
 int redlock__conn_queue(redlock__conn *c, const char *cmd, size_t len)
 {
-    return redlock__buf_append(&c->out, cmd, len) ? REDLOCK_ENOMEM : REDLOCK_OK;
+    redlock__buf *b = c->handshake ? &c->held : &c->out;
+
+    return redlock__buf_append(b, cmd, len) ? REDLOCK_ENOMEM : REDLOCK_OK;
 }
 
 short redlock__conn_events(const redlock__conn *c)
@@ -355,6 +358,11 @@ static int flush_out(redlock__conn *c)
         }
         redlock__buf_consume(&c->out, (size_t)w);
     }
+    /* A watchdog batch of thousands of renewals needs megabytes once per
+     * tick; keeping that capacity on every connection would cost more
+     * memory than the held locks themselves. */
+    if (c->out.cap > 65536)
+        redlock__buf_free(&c->out);
     return REDLOCK_OK;
 }
 
@@ -482,6 +490,13 @@ int redlock__conn_next_reply(redlock__conn *c, redisReply **out)
                 return -conn_fail(c, code, "%s", msg);
             }
             freeReplyObject(h);
+            if (c->handshake == 0 && redlock__buf_pending(&c->held)) {
+                /* Authenticated and in the right db: release the commands. */
+                if (redlock__buf_append(&c->out, c->held.data + c->held.off,
+                                        redlock__buf_pending(&c->held)))
+                    return -conn_fail(c, REDLOCK_ENOMEM, "out of memory");
+                redlock__buf_free(&c->held);
+            }
             continue;
         }
         if (c->skip) {
@@ -498,7 +513,7 @@ void redlock__conn_abandon(redlock__conn *c, unsigned unanswered)
 {
     if (unanswered == 0 || c->state == REDLOCK__CONN_CLOSED)
         return;
-    if (c->state != REDLOCK__CONN_READY || redlock__buf_pending(&c->out) ||
+    if (c->state != REDLOCK__CONN_READY || redlock__buf_pending(&c->out) || c->handshake ||
         c->tls_want_write || c->skip + unanswered > MAX_SKIP) {
         redlock__conn_close(c);
         return;

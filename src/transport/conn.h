@@ -45,6 +45,10 @@ typedef struct redlock__conn {
     int tls_want_write;   /* the last TLS call needs the socket writable */
     struct redisReader *reader;
     redlock__buf out;
+    /* Commands queued while AUTH/SELECT replies are outstanding. They are
+     * sent only once both succeeded: Redis runs every pipelined command
+     * even after a failed AUTH (as the default user) or SELECT (in db 0). */
+    redlock__buf held;
     unsigned skip;        /* replies of abandoned requests, to discard */
     unsigned handshake;   /* AUTH/SELECT replies still expected */
     char errmsg[128];     /* why the last operation failed */

@@ -102,8 +102,11 @@ static int fail_slot(slot *s, size_t bi, int err, const char *msg,
 
     if (failures)
         __atomic_add_fetch(&failures[s->batch->node], 1, __ATOMIC_RELAXED);
-    while (slot_pending(s))
+    /* Once the caller says stop, the rest are abandoned without a call,
+     * as the transport promises. */
+    while (slot_pending(s) && !stop)
         stop |= report(s, bi, err, msg, NULL, fn, ud);
+    s->head = s->tail;
     s->done = 1;
     /* Keeps the reply stream in step (or closes the connection). */
     redlock__conn_abandon(s->conn, left);
@@ -179,13 +182,14 @@ static int start_slot(slot *s, size_t bi, redlock__reply_fn fn, void *ud,
     return 0;
 }
 
-/* While a connection is still being set up it gets the connect timeout;
- * once ready, the caller's (much shorter) request deadline applies. */
+/* While a connection is still being set up (connect, TLS, AUTH/SELECT)
+ * it gets the connect timeout; once ready, the caller's (much shorter)
+ * request deadline applies. */
 static int64_t slot_deadline(const slot *s, int connect_timeout_ms)
 {
     int64_t d = s->batch->deadline_ns;
 
-    if (s->conn->state != REDLOCK__CONN_READY) {
+    if (s->conn->state != REDLOCK__CONN_READY || s->conn->handshake) {
         int64_t c = s->started + (int64_t)connect_timeout_ms * REDLOCK__NS_PER_MS;
         if (c > d)
             d = c;
@@ -272,7 +276,7 @@ int redlock__fanout_conns(redlock__conn *conns, const redlock__batch *batches,
         if (r < 0 && errno != EINTR) {
             int saved = errno;
 
-            for (i = 0; i < n; i++)
+            for (i = 0; i < n && !stop; i++)
                 if (!slots[i].done)
                     stop |= fail_slot(&slots[i], i, REDLOCK_EIO, strerror(saved), fn, ud,
                                       NULL);

@@ -1,0 +1,358 @@
+#!/usr/bin/env bash
+# Tests of the redlock command-line tool against a private five-node rig.
+#   cli_test.sh CASE REDLOCK_BINARY RIG_SCRIPT [MAN_PAGE]
+# Each CASE is one CTest test (cli_CASE); see tests/cli/CMakeLists.txt.
+set -euo pipefail
+
+CASE=${1:?usage: cli_test.sh CASE REDLOCK RIG [MAN_PAGE]}
+REDLOCK=${2:?}
+RIG=${3:?}
+MAN_PAGE=${4:-}
+export REDLOCK_RIG_SCRIPT=$RIG
+unset REDLOCK_NODES REDLOCK_PASSWORD
+# shellcheck source=lib.sh
+. "$(dirname "$0")/lib.sh"
+
+# A child that marks that it started, and on TERM/HUP/INT writes the signal
+# name and exits 3; otherwise it ends by itself after at most 30 s.
+write_trap_child() {
+  cat >"$WORK/child.sh" <<'EOF'
+#!/usr/bin/env bash
+dir=$1
+for s in TERM HUP INT; do trap "echo $s > '$dir/got'; exit 3" $s; done
+echo "$REDLOCK_NAME $REDLOCK_VALIDITY_MS" > "$dir/started"
+i=0
+while [ $i -lt 300 ] && [ ! -e "$dir/stop" ]; do sleep 0.1; i=$((i + 1)); done
+exit 0
+EOF
+  chmod +x "$WORK/child.sh"
+}
+
+case_usage() {
+  local q9="redis://127.0.0.1:1,redis://127.0.0.1:2,redis://127.0.0.1:3,redis://127.0.0.1:4,redis://127.0.0.1:5"
+  # Each line: what the error must mention | the arguments.
+  while IFS='|' read -r want args; do
+    [ -n "$args" ] || continue
+    # shellcheck disable=SC2086
+    eval "run $args"
+    expect_rc 64 "redlock $args"
+    expect_one_error_line "redlock $args"
+    grep -q -- "$want" "$WORK/err" || fail "redlock $args: error does not mention '$want': $(cat "$WORK/err")"
+  done <<EOF
+port 99999|-n redis://127.0.0.1:99999 status x
+unknown scheme|-n foo://127.0.0.1:1 status x
+empty node URI|-n redis://127.0.0.1:1,,redis://127.0.0.1:2 status x
+--nodes|-n 'redis://' status x
+--nodes|-n 'redis://127.0.0.1:abc' exec x -- true
+unknown option '--bogus'|--bogus status x
+unknown option '--frob'|exec x --frob -- true
+unknown option '-Z'|status x -Z
+--quorum|--quorum 0 status x
+--quorum|-q 0 exec x -- true
+--quorum|--quorum 9 -n $q9 status x
+more than the 5 node|-n $q9 exec x --quorum 9 -- true
+--wait|exec x --wait abc -- true
+--wait|exec x --wait -5 -- true
+--lease|exec x --lease 0 -- true
+--grace|exec x --grace 1x -- true
+--wait|exec x --wait
+--on-lost|exec x --on-lost sometimes -- true
+missing command|exec x
+missing command|exec x --
+missing lock NAME|status
+--force|unlock x
+unknown command|frobnicate
+--timeout|--timeout 0 status x
+--watchdog-lease|--watchdog-lease 10 exec x -- true
+takes no value|--tls-insecure=yes status x
+or all|--quorum most status x
+EOF
+  note "every usage error exits 64 with one line"
+  for c in "" exec status unlock rig demo version help; do
+    run $c --help
+    expect_rc 0 "redlock $c --help"
+    grep -q '^usage: redlock' "$WORK/out" || fail "redlock $c --help: no usage text"
+  done
+  # Option spellings: --name=value, -xVALUE, runs of -v, globals after the
+  # command; each global must keep its own value.
+  run --nodes=redis://127.0.0.1:1 -q all -vv status --timeout=50 x --json
+  expect_rc 69 "status on an unreachable node"
+  python3 -c 'import json,sys; s=json.load(open(sys.argv[1])); assert s["quorum"]==1 and len(s["nodes"])==1, s' "$WORK/out" ||
+    fail "option spellings: $(cat "$WORK/out")"
+  run -nredis://127.0.0.1:1,redis://127.0.0.1:2 --quorum=all status x
+  expect_rc 69 "status with -nVALUE"
+  grep -q "0 of 2 node(s) answered, quorum is 2" "$WORK/err" || fail "-nVALUE/--quorum=all: $(cat "$WORK/err")"
+  run version
+  expect_rc 0 "version"
+  grep -q "^redlock [0-9]" "$WORK/out" || fail "version output: $(cat "$WORK/out")"
+  run --json version
+  python3 -m json.tool "$WORK/out" >/dev/null || fail "version --json does not parse"
+  note "help and version exit 0"
+}
+
+case_exec() {
+  rig_up
+  run exec job -- sh -c 'echo "ran $REDLOCK_NAME $REDLOCK_VALIDITY_MS"; exit 7'
+  expect_rc 7 "exec passes the command's status through"
+  grep -Eq '^ran job [0-9]+$' "$WORK/out" || fail "command output/environment: $(cat "$WORK/out")"
+  v=$(awk '{print $3}' "$WORK/out")
+  [ "$v" -gt 20000 ] && [ "$v" -le 30000 ] || fail "REDLOCK_VALIDITY_MS=$v, expected (20000, 30000]"
+  [ "$(keys_on_nodes job)" = 0 ] || fail "lock keys left after exec"
+  [ "$(held_by_quorum job)" = False ] || fail "status does not show the lock free"
+  note "exec ran the command, passed its status, released"
+
+  # While the command runs, the lock is held on a quorum (status shows it).
+  run exec job -- sh -c "$REDLOCK status --json job"
+  expect_rc 0 "status from inside exec"
+  python3 - "$WORK/out" <<'EOF' || fail "status inside exec: $(cat "$WORK/out")"
+import json, sys
+s = json.load(open(sys.argv[1]))
+assert s["held_by_quorum"] is True, s
+assert s["holder_nodes"] >= 3 and s["quorum"] == 3, s
+assert all(n["reachable"] for n in s["nodes"]), s
+EOF
+  run exec job --fencing -- sh -c 'echo "$REDLOCK_TOKEN"'
+  expect_rc 0 "exec --fencing"
+  grep -Eq '^[1-9][0-9]*$' "$WORK/out" || fail "REDLOCK_TOKEN: $(cat "$WORK/out")"
+  run exec job -- "$WORK/no-such-command"
+  expect_rc 127 "missing command"
+  grep -q "No such file" "$WORK/err" || fail "missing command message: $(cat "$WORK/err")"
+  run exec job -- true
+  expect_rc 0 "exec true"
+  [ "$(keys_on_nodes job)" = 0 ] || fail "lock keys left after the failed command"
+  note "status inside exec, --fencing, 127 for a missing command"
+}
+
+case_busy() {
+  rig_up
+  write_trap_child
+  "$REDLOCK" exec busy -- "$WORK/child.sh" "$WORK" 2>"$WORK/first.err" &
+  first=$!
+  BG_PIDS="$first"
+  wait_file "$WORK/started" 20 || fail "first exec did not start its command"
+  run exec busy --wait 0 -- touch "$WORK/second-ran"
+  expect_rc 75 "second exec --wait 0"
+  expect_one_error_line "busy --wait 0"
+  [ ! -e "$WORK/second-ran" ] || fail "the second command ran without the lock"
+  t0=$(now_ms)
+  run exec busy --wait 600 -- touch "$WORK/second-ran"
+  t=$(($(now_ms) - t0))
+  expect_rc 75 "second exec --wait 600"
+  [ "$t" -ge 550 ] || fail "--wait 600 gave up after $t ms"
+  [ ! -e "$WORK/second-ran" ] || fail "the second command ran without the lock"
+  note "second exec exits 75 while the first runs (waited $t ms with --wait 600)"
+  touch "$WORK/stop"
+  wait_pid "$first" 20 || fail "first exec did not end"
+  [ "$WAIT_RC" = 0 ] || fail "first exec exited $WAIT_RC"
+  run exec busy --wait 0 -- touch "$WORK/second-ran"
+  expect_rc 0 "exec after release"
+  [ -e "$WORK/second-ran" ] || fail "command did not run after release"
+}
+
+case_noquorum() {
+  rig_up
+  for i in 1 2 3; do rig_node freeze $i; done
+  t0=$(now_ms)
+  run exec nq --wait 2000 -- touch "$WORK/ran"
+  t=$(($(now_ms) - t0))
+  expect_rc 69 "exec with 3 of 5 nodes frozen"
+  [ ! -e "$WORK/ran" ] || fail "command ran without a quorum"
+  # --wait is 2 s; a generous margin for a loaded machine.
+  [ "$t" -lt 12000 ] || fail "exec took $t ms to give up (--wait 2000)"
+  grep -q '^redlock: 127.0.0.1:[0-9]*: ' "$WORK/err" || fail "no per-node error: $(cat "$WORK/err")"
+  note "3 of 5 frozen: exit 69 after $t ms"
+  run status nq
+  expect_rc 69 "status with 3 of 5 nodes frozen"
+  for i in 1 2 3; do rig_node thaw $i; done
+
+  for i in 1 2 3; do rig_node kill $i; done
+  t0=$(now_ms)
+  run exec nq --wait 0 -- touch "$WORK/ran"
+  t=$(($(now_ms) - t0))
+  expect_rc 69 "exec with 3 of 5 nodes stopped"
+  [ ! -e "$WORK/ran" ] || fail "command ran without a quorum"
+  [ "$(grep -c 'connect: Connection refused' "$WORK/err")" -ge 1 ] ||
+    fail "no connection error: $(cat "$WORK/err")"
+  grep -v '^redlock: [^ ].*: [^ ].*$' "$WORK/err" && fail "malformed error lines"
+  note "3 of 5 stopped: exit 69 after $t ms"
+  run unlock nq --force
+  expect_rc 69 "unlock --force without a quorum"
+}
+
+case_lost() {
+  rig_up
+  write_trap_child
+  # A 900 ms watchdog lease: renewals every 300 ms notice the loss quickly.
+  "$REDLOCK" --watchdog-lease 900 exec lost -- "$WORK/child.sh" "$WORK" 2>"$WORK/lost.err" &
+  pid=$!
+  BG_PIDS="$pid"
+  wait_file "$WORK/started" 20 || fail "exec did not start its command"
+  [ "$(keys_on_nodes lost)" -ge 3 ] || fail "lock not on a quorum"
+  t0=$(now_ms)
+  del_everywhere lost
+  wait_pid "$pid" 20 || fail "exec did not end after the lock was lost"
+  t=$(($(now_ms) - t0))
+  [ "$WAIT_RC" = 76 ] || fail "exit $WAIT_RC after a lost lock, expected 76: $(cat "$WORK/lost.err")"
+  [ "$(cat "$WORK/got" 2>/dev/null)" = TERM ] || fail "the command did not get SIGTERM"
+  grep -q "lock lost" "$WORK/lost.err" || fail "no loss message: $(cat "$WORK/lost.err")"
+  note "lost lock: child got SIGTERM, exit 76, $t ms after the keys were deleted"
+
+  # A fixed lease that runs out counts as a loss too; --on-lost kill.
+  rm -f "$WORK/got" "$WORK/started"
+  run exec lost2 --lease 800 --on-lost kill -- "$WORK/child.sh" "$WORK"
+  expect_rc 76 "--lease ran out with --on-lost kill"
+  [ -e "$WORK/started" ] || fail "command did not start"
+  [ ! -e "$WORK/got" ] || fail "SIGKILL expected, the command saw $(cat "$WORK/got")"
+  # --on-lost ignore: the command finishes, the status is its own.
+  run exec lost3 --lease 300 --on-lost ignore -- sh -c 'sleep 0.8; exit 5'
+  expect_rc 5 "--on-lost ignore"
+  grep -q warning "$WORK/err" || fail "--on-lost ignore did not warn"
+  note "--lease expiry: kill -> 76, ignore -> command's status"
+}
+
+case_signal() {
+  rig_up
+  write_trap_child
+  for sig in TERM HUP INT; do
+    rm -f "$WORK/got" "$WORK/started"
+    # Background jobs of a script ignore SIGINT; restore the default so
+    # the forwarded SIGINT reaches the command's trap.
+    python3 -c 'import os, signal, sys
+signal.signal(signal.SIGINT, signal.SIG_DFL)
+os.execvp(sys.argv[1], sys.argv[1:])' "$REDLOCK" exec sig -- "$WORK/child.sh" "$WORK" 2>"$WORK/sig.err" &
+    pid=$!
+    BG_PIDS="$pid"
+    wait_file "$WORK/started" 20 || fail "exec did not start its command"
+    [ "$(held_by_quorum sig)" = True ] || fail "lock not held while the command runs"
+    kill -"$sig" "$pid"
+    wait_pid "$pid" 20 || fail "exec did not end after SIG$sig"
+    [ "$WAIT_RC" = 3 ] || fail "exit $WAIT_RC after SIG$sig, expected the command's 3"
+    [ "$(cat "$WORK/got" 2>/dev/null)" = "$sig" ] || fail "the command did not get SIG$sig"
+    [ "$(keys_on_nodes sig)" = 0 ] || fail "lock not released after SIG$sig"
+    [ "$(held_by_quorum sig)" = False ] || fail "status shows the lock held after SIG$sig"
+    note "SIG$sig forwarded, command's status returned, lock released"
+  done
+}
+
+case_status() {
+  rig_up
+  run status --json st
+  expect_rc 0 "status --json of a free lock"
+  python3 -m json.tool "$WORK/out" >/dev/null || fail "status --json does not parse: $(cat "$WORK/out")"
+  python3 - "$WORK/out" <<'EOF' || fail "free lock JSON: $(cat "$WORK/out")"
+import json, sys
+s = json.load(open(sys.argv[1]))
+assert s["name"] == "st" and s["quorum"] == 3 and len(s["nodes"]) == 5, s
+assert s["held_by_quorum"] is False and s["holder"] is None, s
+assert all(n["reachable"] and not n["exists"] and n["pttl_ms"] == -2 for n in s["nodes"]), s
+EOF
+  # A lock held on two nodes only (written by hand, as Redisson would):
+  # visible per node, but not held by a quorum.
+  for p in $(echo "$PORTS" | cut -d' ' -f1-2); do
+    redis-cli -p "$p" HSET 'st"x' 'f00-uuid:1' 2 >/dev/null
+    redis-cli -p "$p" PEXPIRE 'st"x' 60000 >/dev/null
+  done
+  rig_node freeze 5
+  run status --json 'st"x'
+  rig_node thaw 5
+  expect_rc 0 "status --json with one node frozen"
+  python3 - "$WORK/out" <<'EOF' || fail "partial lock JSON: $(cat "$WORK/out")"
+import json, sys
+s = json.load(open(sys.argv[1]))
+assert s["name"] == 'st"x', s
+n = s["nodes"]
+assert n[0]["holder"] == "f00-uuid:1" and n[0]["hold_count"] == 2 and 0 < n[0]["pttl_ms"] <= 60000, n[0]
+assert n[2]["exists"] is False and n[4]["reachable"] is False and n[4]["error"], s
+assert s["holder_nodes"] == 2 and s["held_by_quorum"] is False and s["reachable"] == 4, s
+EOF
+  run status 'st"x'
+  expect_rc 0 "status (text)"
+  grep -q '^held by quorum: no' "$WORK/out" || fail "text status: $(cat "$WORK/out")"
+  note "status --json parses and reports per node"
+
+  run unlock 'st"x' --force
+  expect_rc 0 "unlock --force"
+  grep -q "released on 2 node" "$WORK/out" || fail "unlock output: $(cat "$WORK/out")"
+  [ "$(keys_on_nodes 'st"x')" = 0 ] || fail "keys left after unlock --force"
+  run unlock 'st"x' --force
+  expect_rc 0 "unlock --force of a free lock"
+  grep -q "was free" "$WORK/out" || fail "unlock output: $(cat "$WORK/out")"
+  note "unlock --force releases, and exits 0 on a free lock"
+}
+
+case_rig() {
+  local base
+  base=$(free_base 3) || fail "no free ports"
+  export REDLOCK_RIG_DIR=$RIG_DIR
+  run rig start --nodes-count 3 --base-port "$base"
+  expect_rc 0 "rig start"
+  run rig status --base-port "$base" --json
+  expect_rc 0 "rig status"
+  python3 - "$WORK/out" "$base" <<'EOF' || fail "rig status JSON: $(cat "$WORK/out")"
+import json, sys
+s = json.load(open(sys.argv[1]))
+assert s["base_port"] == int(sys.argv[2]), s
+assert [n["state"] for n in s["nodes"]] == ["up"] * 3, s
+assert [n["port"] for n in s["nodes"]] == [int(sys.argv[2]) + i for i in range(3)], s
+EOF
+  run -n "redis://127.0.0.1:$base,redis://127.0.0.1:$((base + 1)),redis://127.0.0.1:$((base + 2))" exec r -- true
+  expect_rc 0 "exec on the rig the tool started"
+  run rig stop --base-port "$base"
+  expect_rc 0 "rig stop"
+  port_busy "$base" && fail "node still listening after rig stop"
+  run rig start --base-port 0
+  expect_rc 64 "rig start --base-port 0"
+  note "rig start/status/stop"
+}
+
+case_demo() {
+  local base
+  export REDLOCK_RIG_DIR=$RIG_DIR
+  base=$(free_base 5) || fail "no free ports"
+  t0=$(now_ms)
+  run demo --base-port "$base" --seconds 6 --workers 4
+  t=$(($(now_ms) - t0))
+  cat "$WORK/out"
+  expect_rc 0 "demo on a rig it starts"
+  grep -q '^PASS: no two of the [1-9][0-9]* critical sections overlapped' "$WORK/out" || fail "no PASS verdict"
+  grep -q 'SIGSTOP node 2 .* node 4 ' "$WORK/out" || fail "the demo did not freeze nodes 2 and 4"
+  grep -q 'SIGCONT node 2 node 4' "$WORK/out" || fail "the demo did not thaw the nodes"
+  grep -q 'overlapping pairs   0' "$WORK/out" || fail "overlap count missing"
+  port_busy "$base" && fail "the demo left the rig it started running"
+  note "demo (rig started and stopped by it) passed in $t ms"
+
+  # On a rig that already runs, the demo leaves it running.
+  base=$(free_base 5) || fail "no free ports"
+  "$RIG" start --base-port "$base" --dir "$RIG_DIR" >/dev/null || fail "rig start"
+  run demo --base-port "$base" --seconds 4 --workers 4
+  expect_rc 0 "demo on a running rig"
+  grep -q '^Using the running rig' "$WORK/out" || fail "demo did not use the running rig"
+  port_busy "$base" || fail "the demo stopped a rig it did not start"
+  [ "$("$RIG" status --dir "$RIG_DIR" | awk '$4 != "up"' | wc -l)" = 0 ] || fail "nodes left frozen"
+  note "demo on a running rig leaves it running and thawed"
+}
+
+# The man page documents every option the help texts list.
+case_manpage() {
+  [ -f "$MAN_PAGE" ] || fail "no man page at $MAN_PAGE"
+  local c o missing=""
+  # The page as plain text: roff's escaped hyphens and font changes removed.
+  sed -e 's/\\-/-/g' -e 's/\\f[BIRP]//g' "$MAN_PAGE" >"$WORK/man.txt"
+  for c in "" exec status unlock rig demo; do
+    # shellcheck disable=SC2086
+    for o in $("$REDLOCK" $c --help | grep -oE -- '--[a-z][a-z-]+' | sort -u); do
+      grep -qF -- "$o" "$WORK/man.txt" || missing="$missing $o"
+    done
+  done
+  [ -z "$missing" ] || fail "options missing from the man page:$missing"
+  for code in 64 69 70 75 76; do
+    grep -q "$code" "$WORK/man.txt" || fail "exit status $code missing from the man page"
+  done
+  if command -v man >/dev/null; then
+    MANWIDTH=80 man -l "$MAN_PAGE" >/dev/null 2>"$WORK/man.err" || fail "man -l failed: $(cat "$WORK/man.err")"
+  fi
+  note "man page lists every option and exit status"
+}
+
+"case_$CASE"
+echo "PASS: cli_$CASE"

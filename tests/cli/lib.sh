@@ -1,0 +1,143 @@
+# Shared helpers of the CLI tests (sourced by cli_test.sh).
+# Every test starts its own rig on free ports (never 7001-7005) and stops
+# it on exit through the trap installed by rig_up; every wait is bounded.
+
+fail() {
+  echo "FAIL: $*" >&2
+  exit 1
+}
+
+note() { echo "--- $*"; }
+
+port_busy() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
+
+# A base port with `count` consecutive free ports, below the ephemeral range.
+free_base() {
+  local count=$1 try base p ok
+  for try in $(seq 1 50); do
+    base=$((20000 + (RANDOM * 32768 + RANDOM) % 12000))
+    ok=1
+    for p in $(seq "$base" $((base + count - 1))); do
+      if port_busy "$p"; then ok=0; break; fi
+    done
+    [ $ok = 1 ] && { echo "$base"; return 0; }
+    : "$try"
+  done
+  return 1
+}
+
+# Test-private state: a temp dir, removed with the rig on exit.
+WORK=$(mktemp -d "${TMPDIR:-/tmp}/redlock-cli-test.XXXXXX")
+RIG_DIR=$WORK/rig
+BG_PIDS=""
+
+cleanup() {
+  local p
+  for p in $BG_PIDS; do kill -KILL "$p" 2>/dev/null || true; done
+  if [ -f "$RIG_DIR/rig.conf" ]; then
+    # Frozen nodes are thawed by `rig stop` (SIGCONT before SIGTERM).
+    "$RIG" stop --dir "$RIG_DIR" >/dev/null 2>&1 || true
+  fi
+  rm -rf "$WORK"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+# Starts a five-node rig and exports REDLOCK_NODES for it.
+rig_up() {
+  local attempt
+  for attempt in 1 2 3; do
+    BASE=$(free_base 5) || fail "no free ports"
+    if "$RIG" start --nodes 5 --base-port "$BASE" --dir "$RIG_DIR" >/dev/null; then
+      PORTS="$BASE $((BASE + 1)) $((BASE + 2)) $((BASE + 3)) $((BASE + 4))"
+      REDLOCK_NODES=""
+      for p in $PORTS; do REDLOCK_NODES="$REDLOCK_NODES${REDLOCK_NODES:+,}redis://127.0.0.1:$p"; done
+      export REDLOCK_NODES
+      return 0
+    fi
+    "$RIG" stop --dir "$RIG_DIR" >/dev/null 2>&1 || true
+    rm -rf "$RIG_DIR"
+    : "$attempt"
+  done
+  fail "could not start the rig"
+}
+
+rig_node() { "$RIG" "$1" "$2" --dir "$RIG_DIR"; }
+
+# How many nodes store KEY.
+keys_on_nodes() {
+  local n=0 p
+  for p in $PORTS; do
+    [ "$(redis-cli -p "$p" EXISTS "$1")" = 1 ] && n=$((n + 1))
+  done
+  echo "$n"
+}
+
+# Deletes KEY on every node at (nearly) the same moment: connections are
+# opened first, then the five DELs are written back to back. Deleting node
+# by node with separate redis-cli runs can take longer than a watchdog tick,
+# and the watchdog legitimately restores a member that vanished while a
+# quorum was still genuinely renewed.
+del_everywhere() {
+  local p fd=3 reply
+  for p in $PORTS; do
+    eval "exec $fd<>/dev/tcp/127.0.0.1/$p"
+    fd=$((fd + 1))
+  done
+  for fd in 3 4 5 6 7; do printf 'DEL %s\r\n' "$1" >&$fd; done
+  for fd in 3 4 5 6 7; do
+    read -r -t 5 reply <&$fd || fail "no reply to DEL on fd $fd"
+    case "$reply" in :*) ;; *) fail "DEL failed: $reply";; esac
+    eval "exec $fd>&-"
+  done
+}
+
+now_ms() { echo $(($(date +%s%N) / 1000000)); }
+
+# Waits up to $2 seconds for file $1 to exist.
+wait_file() {
+  local end=$(($(now_ms) + $2 * 1000))
+  while [ ! -e "$1" ]; do
+    [ "$(now_ms)" -lt "$end" ] || return 1
+    sleep 0.05
+  done
+}
+
+# Waits up to $2 seconds for process $1 to end; its status goes to WAIT_RC.
+wait_pid() {
+  local end=$(($(now_ms) + $2 * 1000))
+  while kill -0 "$1" 2>/dev/null; do
+    if [ "$(now_ms)" -ge "$end" ]; then
+      kill -KILL "$1" 2>/dev/null || true
+      wait "$1" 2>/dev/null || true
+      return 1
+    fi
+    sleep 0.05
+  done
+  WAIT_RC=0
+  wait "$1" || WAIT_RC=$?
+}
+
+# Runs the tool, capturing stdout/stderr in $WORK/out, $WORK/err and the
+# status in RC.
+run() {
+  RC=0
+  "$REDLOCK" "$@" >"$WORK/out" 2>"$WORK/err" || RC=$?
+}
+
+expect_rc() {
+  [ "$RC" = "$1" ] || fail "$2: exit status $RC, expected $1; stderr: $(cat "$WORK/err")"
+}
+
+# stderr is exactly one line of the form "redlock: <what>: <why>".
+expect_one_error_line() {
+  local lines
+  lines=$(wc -l <"$WORK/err")
+  [ "$lines" = 1 ] || fail "$1: expected one stderr line, got $lines: $(cat "$WORK/err")"
+  grep -Eq '^redlock: [^ ].*: [^ ].*$' "$WORK/err" || fail "$1: malformed error: $(cat "$WORK/err")"
+}
+
+# The held_by_quorum field of `status --json NAME`.
+held_by_quorum() {
+  "$REDLOCK" status --json "$1" | python3 -c 'import json,sys; print(json.load(sys.stdin)["held_by_quorum"])'
+}

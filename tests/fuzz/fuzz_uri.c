@@ -1,0 +1,156 @@
+/*
+ * The node URI parser on arbitrary bytes. Besides "no crash, no leak, no
+ * undefined behaviour", every result must keep the parser's promises:
+ * a success is a complete, in-range node; a failure leaves *out empty and
+ * a message that never quotes the user info (which holds the password);
+ * and a parsed TCP node printed back as "redis://<display>/<db>" parses to
+ * the same host, port and db.
+ */
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "config/uri.h"
+#include "redlock/redlock.h"
+
+#define MAX_INPUT 8192
+
+static void require(int ok, const char *what, const char *uri)
+{
+    if (!ok) {
+        fprintf(stderr, "fuzz_uri: %s for input '%s'\n", what, uri);
+        abort();
+    }
+}
+
+static int is_empty(const redlock__node_uri *u)
+{
+    return u->kind == 0 && !u->host && !u->port && !u->path && !u->username &&
+           !u->password && !u->db && !u->display;
+}
+
+static void check_success(const redlock__node_uri *u, const char *uri)
+{
+    require(u->display != NULL, "no display name", uri);
+    require(!u->username || *u->username, "empty user not reported as absent", uri);
+    require(!u->password || *u->password, "empty password not reported as absent", uri);
+    require(u->db >= 0, "negative db", uri);
+    if (u->kind == REDLOCK__NODE_UNIX) {
+        require(u->path && u->path[0] == '/', "unix node without an absolute path", uri);
+        require(strlen(u->path) <= 107, "unix path longer than sun_path", uri);
+        require(!u->host, "unix node with a host", uri);
+        return;
+    }
+    require(u->kind == REDLOCK__NODE_TCP || u->kind == REDLOCK__NODE_TLS, "unknown kind", uri);
+    require(u->host && *u->host, "TCP node without a host", uri);
+    require(u->port >= 1 && u->port <= 65535, "port out of range", uri);
+    require(!u->path, "TCP node with a path", uri);
+}
+
+/* "redis://<display>/<db>" must describe the same node. */
+static void check_round_trip(const redlock__node_uri *u, const char *uri)
+{
+    char again[600], err[128];
+    redlock__node_uri v;
+    int rc;
+
+    if (u->kind == REDLOCK__NODE_UNIX || strlen(u->display) > 500)
+        return;
+    snprintf(again, sizeof(again), "redis://%s/%d", u->display, u->db);
+    memset(&v, 0, sizeof(v));
+    rc = redlock__uri_parse(again, &v, err, sizeof(err));
+    require(rc == REDLOCK_OK, "display name does not parse back", uri);
+    require(strcmp(v.host, u->host) == 0, "host changed on the round trip", uri);
+    require(v.port == u->port, "port changed on the round trip", uri);
+    require(v.db == u->db, "db changed on the round trip", uri);
+    redlock__uri_clear(&v);
+}
+
+/*
+ * A failure message may echo what follows the last '@', never the user
+ * info before it. Checked by difference: the same URI with the user info's
+ * plain characters replaced by 'Z' (escapes, ':' and '@' kept, so it fails
+ * the same way) must give a message quoting the original text no less
+ * often; text that is also in the message template or elsewhere in the
+ * URI then cancels out.
+ */
+static size_t count_in(const char *hay, const char *needle)
+{
+    size_t n = 0;
+    const char *p = hay;
+
+    while ((p = strstr(p, needle)) != NULL) {
+        n++;
+        p++;
+    }
+    return n;
+}
+
+static void check_no_secret_echo(const char *uri, const char *msg)
+{
+    const char *scheme_end = strstr(uri, "://"), *at = strrchr(uri, '@');
+    char secret[MAX_INPUT + 1], masked[MAX_INPUT + 1], msg2[128];
+    redlock__node_uri v;
+    size_t n, i, from;
+
+    /* unix:// has no user info: its path is literal, '@' included. */
+    if (!scheme_end || !at || at < scheme_end + 3 || strncasecmp(uri, "unix:", 5) == 0)
+        return;
+    from = (size_t)(scheme_end + 3 - uri);
+    n = (size_t)(at - uri) - from;
+    if (n < 4)
+        return; /* too short to tell a leak from a coincidence */
+    memcpy(secret, uri + from, n);
+    secret[n] = '\0';
+    strcpy(masked, uri);
+    for (i = from; i < from + n; i++) {
+        if (masked[i] == '%') {
+            i += 2; /* keep the escape, valid or not */
+            continue;
+        }
+        if (masked[i] != ':' && masked[i] != '@')
+            masked[i] = 'Z';
+    }
+    memset(&v, 0, sizeof(v));
+    if (redlock__uri_parse(masked, &v, msg2, sizeof(msg2)) == REDLOCK_OK) {
+        redlock__uri_clear(&v);
+        return; /* a different outcome: nothing to compare */
+    }
+    require(count_in(msg, secret) <= count_in(msg2, secret),
+            "error message quotes the user info", uri);
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+    char *uri, err[128];
+    redlock__node_uri u;
+    int rc;
+
+    if (size > MAX_INPUT)
+        return 0;
+    uri = malloc(size + 1);
+    if (!uri)
+        return 0;
+    memcpy(uri, data, size);
+    uri[size] = '\0'; /* embedded NULs just end the string early */
+    memset(&u, 0, sizeof(u));
+    memset(err, 'x', sizeof(err));
+    rc = redlock__uri_parse(uri, &u, err, sizeof(err));
+    require(rc == REDLOCK_OK || rc == REDLOCK_EURI || rc == REDLOCK_ENOMEM,
+            "unexpected return code", uri);
+    if (rc == REDLOCK_OK) {
+        check_success(&u, uri);
+        check_round_trip(&u, uri);
+        redlock__uri_clear(&u);
+        require(is_empty(&u), "uri_clear left something behind", uri);
+    } else {
+        require(memchr(err, '\0', sizeof(err)) != NULL, "unterminated message", uri);
+        require(err[0] != '\0', "failure without a message", uri);
+        require(is_empty(&u), "failure left a partial result", uri);
+        check_no_secret_echo(uri, err);
+    }
+    free(uri);
+    return 0;
+}

@@ -1,0 +1,1288 @@
+/*
+ * Unit tests of the quorum decisions (src/lock/quorum.c, lock.c,
+ * watchdog.c) over the scripted fake transport: no redis, a virtual clock,
+ * and a model of what every node stores, so each case states exactly when
+ * a decision was taken and what each member holds afterwards.
+ *
+ * Every case isolates the virtual clock for its own thread, so the
+ * client's watchdog thread never ticks by itself; watchdog ticks and
+ * background retries happen only where a case calls
+ * redlock__watchdog_tick().
+ */
+#include <check.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/util.h"
+#include "fake_transport.h"
+#include "lock/internal.h"
+#include "redlock/redlock.h"
+#include "resp/scripts.h"
+
+#define NAME "res"
+#define TOKEN_KEY "redisson_lock_token:{" NAME "}"
+#define CHANNEL "redisson_lock__channel:{" NAME "}"
+#define FOREIGN "foreign-client:7"
+#define OWNER 11u
+#define MS REDLOCK__NS_PER_MS
+
+/* ------------------------------------------------------------------------ */
+/* Helpers. */
+
+typedef struct env {
+    fake *f;
+    redlock_client *c;
+    redlock_lock *l;
+    char field[64];     /* the hash field of OWNER */
+} env;
+
+static void env_open(env *e, size_t n_nodes, const redlock_options *opts,
+                     const redlock_lock_options *lopts)
+{
+    redlock__transport tp;
+    int rc;
+
+    memset(e, 0, sizeof(*e));
+    e->f = fake_new(n_nodes);
+    fake_isolate_clock(e->f);
+    tp = fake_transport(e->f);
+    rc = redlock__client_new_with_transport(&e->c, n_nodes, opts, &tp);
+    ck_assert_msg(rc == REDLOCK_OK, "client: %s", redlock_last_error());
+    rc = redlock_lock_new(e->c, NAME, lopts, &e->l);
+    ck_assert_msg(rc == REDLOCK_OK, "lock_new: %s", redlock_last_error());
+    snprintf(e->field, sizeof(e->field), "%s:%u", redlock_client_id(e->c), OWNER);
+}
+
+static void env_close(env *e)
+{
+    redlock_lock_free(e->l);
+    redlock_client_free(e->c);
+    fake_free(e->f);
+}
+
+static redlock_options opts_timeout(int node_timeout_ms)
+{
+    redlock_options o;
+
+    memset(&o, 0, sizeof(o));
+    o.node_timeout_ms = node_timeout_ms;
+    return o;
+}
+
+/* The fan-out that carried the first call of script at or after call
+ * index from. */
+static fake_fanout fanout_of(fake *f, size_t from, int script)
+{
+    fake_call call;
+    fake_fanout fo;
+    long i = fake_find(f, from, -1, script);
+
+    ck_assert_msg(i >= 0, "no call of script %d after %zu", script, from);
+    ck_assert(fake_get_call(f, (size_t)i, &call));
+    ck_assert(fake_get_fanout(f, call.fanout, &fo));
+    return fo;
+}
+
+static fake_call call_at(fake *f, long i)
+{
+    fake_call call;
+
+    ck_assert_msg(i >= 0, "call not found");
+    ck_assert(fake_get_call(f, (size_t)i, &call));
+    return call;
+}
+
+/* Members (out of n) on which OWNER has a hold. */
+static size_t holders(env *e, size_t n)
+{
+    size_t i, k = 0;
+
+    for (i = 0; i < n; i++)
+        k += fake_hash_count(e->f, i, NAME, e->field) > 0;
+    return k;
+}
+
+static int64_t remaining_ms(env *e)
+{
+    int64_t ttl = -100;
+
+    ck_assert_int_eq(redlock_remaining_ttl_as(e->l, OWNER, &ttl), REDLOCK_OK);
+    return ttl;
+}
+
+static redlock_stats stats(env *e)
+{
+    redlock_stats s;
+
+    ck_assert_int_eq(redlock_client_stats(e->c, &s), REDLOCK_OK);
+    return s;
+}
+
+/* A small deterministic generator, so a failing run can be replayed. */
+static uint64_t lcg_state;
+
+static uint32_t lcg(void)
+{
+    lcg_state = lcg_state * 6364136223846793005ULL + 1442695040888963407ULL;
+    return (uint32_t)(lcg_state >> 33);
+}
+
+typedef struct lost_log {
+    int calls;
+    uint64_t owner;
+    int reason;
+    redlock_lock *lock;
+} lost_log;
+
+static void on_lost(void *ud, redlock_lock *l, uint64_t owner, int reason)
+{
+    lost_log *log = ud;
+
+    log->calls++;
+    log->owner = owner;
+    log->reason = reason;
+    log->lock = l;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Quorum math. */
+
+START_TEST(quorum_defaults_and_bounds)
+{
+    size_t n;
+
+    for (n = 1; n <= 7; n++) {
+        env e;
+        redlock_lock_options lo;
+        redlock_lock *l = NULL;
+        int q;
+
+        env_open(&e, n, NULL, NULL);
+        ck_assert_int_eq(redlock_lock_quorum(e.l), (int)(n / 2 + 1));
+        ck_assert_uint_eq(redlock_lock_member_count(e.l), n);
+        memset(&lo, 0, sizeof(lo));
+        lo.quorum = REDLOCK_QUORUM_ALL;
+        ck_assert_int_eq(redlock_lock_new(e.c, NAME, &lo, &l), REDLOCK_OK);
+        ck_assert_int_eq(redlock_lock_quorum(l), (int)n);
+        redlock_lock_free(l);
+        for (q = 1; q <= (int)n; q++) {
+            lo.quorum = q;
+            ck_assert_int_eq(redlock_lock_new(e.c, NAME, &lo, &l), REDLOCK_OK);
+            ck_assert_int_eq(redlock_lock_quorum(l), q);
+            redlock_lock_free(l);
+        }
+        /* Out of range: a clear error, except that with one member every
+         * value means 1 (the single-node lock). */
+        for (q = -3; q <= (int)n + 2; q += 1) {
+            int rc;
+
+            if (q >= 0 && q <= (int)n)
+                continue;
+            if (q == REDLOCK_QUORUM_ALL)
+                continue;
+            lo.quorum = q;
+            l = (redlock_lock *)&e; /* must be reset to NULL on failure */
+            rc = redlock_lock_new(e.c, NAME, &lo, &l);
+            if (n == 1) {
+                ck_assert_int_eq(rc, REDLOCK_OK);
+                ck_assert_int_eq(redlock_lock_quorum(l), 1);
+                redlock_lock_free(l);
+            } else {
+                ck_assert_int_eq(rc, REDLOCK_EINVAL);
+                ck_assert_ptr_null(l);
+                ck_assert_ptr_nonnull(strstr(redlock_last_error(), "quorum"));
+            }
+        }
+        env_close(&e);
+    }
+}
+END_TEST
+
+START_TEST(invalid_members_are_refused)
+{
+    env e;
+    redlock_member m[2] = {{0, "a"}, {3, "b"}};
+    redlock_lock *l = NULL;
+    char *big;
+
+    env_open(&e, 3, NULL, NULL);
+    ck_assert_int_eq(redlock_multilock_new(e.c, m, 2, NULL, &l), REDLOCK_EINVAL);
+    ck_assert_ptr_null(l);
+    ck_assert_int_eq(redlock_multilock_new(e.c, m, 0, NULL, &l), REDLOCK_EINVAL);
+    ck_assert_int_eq(redlock_multilock_new(e.c, NULL, 1, NULL, &l), REDLOCK_EINVAL);
+    m[1].name = "";
+    m[1].node = 1;
+    ck_assert_int_eq(redlock_multilock_new(e.c, m, 2, NULL, &l), REDLOCK_EINVAL);
+    ck_assert_int_eq(redlock_lock_new(e.c, "", NULL, &l), REDLOCK_EINVAL);
+    ck_assert_int_eq(redlock_lock_new(e.c, NULL, NULL, &l), REDLOCK_EINVAL);
+    ck_assert_int_eq(redlock_lock_new(NULL, NAME, NULL, &l), REDLOCK_EINVAL);
+    ck_assert_int_eq(redlock_lock_new(e.c, NAME, NULL, NULL), REDLOCK_EINVAL);
+    big = malloc(REDLOCK__MAX_NAME + 2);
+    ck_assert_ptr_nonnull(big);
+    memset(big, 'x', REDLOCK__MAX_NAME + 1);
+    big[REDLOCK__MAX_NAME + 1] = '\0';
+    ck_assert_int_eq(redlock_lock_new(e.c, big, NULL, &l), REDLOCK_EINVAL);
+    big[REDLOCK__MAX_NAME] = '\0';
+    ck_assert_int_eq(redlock_lock_new(e.c, big, NULL, &l), REDLOCK_OK);
+    redlock_lock_free(l);
+    free(big);
+    /* Owner 0 is reserved; a NULL lock is refused. */
+    ck_assert_int_eq(redlock_acquire_as(e.l, 0, 0, 1000), REDLOCK_EINVAL);
+    ck_assert_int_eq(redlock_acquire_as(NULL, OWNER, 0, 1000), REDLOCK_EINVAL);
+    ck_assert_uint_eq(fake_ncalls(e.f), 0);
+    env_close(&e);
+}
+END_TEST
+
+/* For N = 1..7, with k members free and the rest held by another client,
+ * the lock is granted iff k >= Q, for RedLock and for MultiLock; a failed
+ * attempt leaves nothing of ours behind and never touches the other
+ * holder's keys. */
+START_TEST(grant_iff_quorum_free)
+{
+    size_t n;
+    int all;
+
+    for (all = 0; all <= 1; all++) {
+        for (n = 1; n <= 7; n++) {
+            redlock_lock_options lo = {all ? REDLOCK_QUORUM_ALL : 0, 0};
+            int q = all ? (int)n : (int)n / 2 + 1;
+            size_t k, i;
+            env e;
+
+            env_open(&e, n, NULL, &lo);
+            for (k = 0; k <= n; k++) {
+                int rc;
+
+                for (i = 0; i < n; i++) {
+                    fake_flush(e.f, i);
+                    if (i >= k)
+                        fake_hold(e.f, i, NAME, FOREIGN, 1, 30000);
+                }
+                rc = redlock_acquire_as(e.l, OWNER, 0, 10000);
+                if ((int)k >= q) {
+                    ck_assert_msg(rc == REDLOCK_OK, "n=%zu q=%d k=%zu: %s", n, q, k,
+                                  redlock_err_name(rc));
+                    ck_assert_uint_eq(holders(&e, n), k);
+                    ck_assert_int_eq(redlock_unlock_as(e.l, OWNER), REDLOCK_OK);
+                } else {
+                    ck_assert_msg(rc == REDLOCK_EBUSY, "n=%zu q=%d k=%zu: %s", n, q, k,
+                                  redlock_err_name(rc));
+                }
+                ck_assert_uint_eq(holders(&e, n), 0);
+                for (i = k; i < n; i++) {
+                    ck_assert_uint_eq(fake_hash_len(e.f, i, NAME), 1);
+                    ck_assert_int_eq(fake_hash_count(e.f, i, NAME, FOREIGN), 1);
+                }
+            }
+            env_close(&e);
+        }
+    }
+}
+END_TEST
+
+/* MultiLock over three names, two of them on one node: the calls to one
+ * node travel in one pipelined batch; one name held elsewhere fails the
+ * whole lock and leaves nothing behind. */
+START_TEST(multilock_different_names)
+{
+    redlock_member m[3] = {{0, "ma"}, {1, "mb"}, {1, "mc"}};
+    redlock_lock_options lo = {REDLOCK_QUORUM_ALL, 0};
+    env e;
+    size_t before;
+    fake_fanout fo;
+
+    env_open(&e, 2, NULL, NULL);
+    redlock_lock_free(e.l);
+    ck_assert_int_eq(redlock_multilock_new(e.c, m, 3, &lo, &e.l), REDLOCK_OK);
+    ck_assert_int_eq(redlock_lock_quorum(e.l), 3);
+    fake_hold(e.f, 1, "mc", FOREIGN, 1, 30000);
+    before = fake_ncalls(e.f);
+    ck_assert_int_eq(redlock_acquire_as(e.l, OWNER, 0, 10000), REDLOCK_EBUSY);
+    fo = fanout_of(e.f, before, REDLOCK__SCRIPT_ACQUIRE);
+    ck_assert_uint_eq(fo.ncalls, 3);
+    ck_assert_int_eq(fake_hash_count(e.f, 0, "ma", e.field), 0);
+    ck_assert_int_eq(fake_hash_count(e.f, 1, "mb", e.field), 0);
+    ck_assert_int_eq(fake_pttl(e.f, 0, "ma"), -2);
+    ck_assert_int_eq(fake_pttl(e.f, 1, "mb"), -2);
+    ck_assert_int_eq(fake_hash_count(e.f, 1, "mc", FOREIGN), 1);
+
+    fake_flush(e.f, 1);
+    ck_assert_int_eq(redlock_acquire_as(e.l, OWNER, 0, 10000), REDLOCK_OK);
+    ck_assert_int_eq(fake_hash_count(e.f, 0, "ma", e.field), 1);
+    ck_assert_int_eq(fake_hash_count(e.f, 1, "mb", e.field), 1);
+    ck_assert_int_eq(fake_hash_count(e.f, 1, "mc", e.field), 1);
+    ck_assert_int_eq(redlock_unlock_as(e.l, OWNER), REDLOCK_OK);
+    ck_assert_int_eq(fake_pttl(e.f, 1, "mc"), -2);
+    /* mb: once when the failed attempt undid its grant, once now. */
+    ck_assert_uint_eq(fake_published(e.f, 1, "redisson_lock__channel:{mb}"), 2);
+    ck_assert_uint_eq(fake_published(e.f, 1, "redisson_lock__channel:{mc}"), 1);
+    env_close(&e);
+}
+END_TEST
+
+/* N = 1 is the plain reentrant single-node lock. */
+START_TEST(single_node_semantics)
+{
+    env e;
+    int count = 0, held = 0;
+
+    env_open(&e, 1, NULL, NULL);
+    ck_assert_int_eq(redlock_lock_quorum(e.l), 1);
+    ck_assert_int_eq(redlock_acquire_as(e.l, OWNER, 0, 10000), REDLOCK_OK);
+    ck_assert_int_eq(redlock_acquire_as(e.l, OWNER + 1, 0, 10000), REDLOCK_EBUSY);
+    ck_assert_int_eq(redlock_acquire_as(e.l, OWNER, 0, 10000), REDLOCK_OK);
+    ck_assert_int_eq(fake_hash_count(e.f, 0, NAME, e.field), 2);
+    ck_assert_int_eq(redlock_hold_count_as(e.l, OWNER, &count), REDLOCK_OK);
+    ck_assert_int_eq(count, 2);
+    ck_assert_int_eq(redlock_is_held_as(e.l, OWNER, &held), REDLOCK_OK);
+    ck_assert_int_eq(held, 1);
+    ck_assert_int_eq(redlock_unlock_as(e.l, OWNER + 1), REDLOCK_ENOT_OWNER);
+    ck_assert_int_eq(redlock_unlock_as(e.l, OWNER), REDLOCK_OK);
+    ck_assert_int_eq(fake_hash_count(e.f, 0, NAME, e.field), 1);
+    ck_assert_uint_eq(fake_published(e.f, 0, CHANNEL), 0);
+    ck_assert_int_eq(redlock_unlock_as(e.l, OWNER), REDLOCK_OK);
+    ck_assert_int_eq(fake_pttl(e.f, 0, NAME), -2);
+    ck_assert_uint_eq(fake_published(e.f, 0, CHANNEL), 1);
+    ck_assert_int_eq(redlock_unlock_as(e.l, OWNER), REDLOCK_ENOT_OWNER);
+    env_close(&e);
+}
+END_TEST
+
+/* ------------------------------------------------------------------------ */
+/* Deciding early. */
+
+/* A slow or frozen minority does not delay a success: the attempt ends
+ * when the third grant arrives (1 ms), not at the node timeout. */
+START_TEST(early_success_slow_minority)
+{
+    int frozen;
+
+    for (frozen = 0; frozen <= 1; frozen++) {
+        redlock_options o = opts_timeout(50);
+        redlock_member_report rep;
+        fake_fanout fo;
+        size_t before;
+        env e;
+
+        env_open(&e, 5, &o, NULL);
+        fake_set(e.f, 3, frozen ? FAKE_SILENT : FAKE_REPLY, 40);
+        fake_set(e.f, 4, frozen ? FAKE_SILENT : FAKE_REPLY, 45);
+        before = fake_ncalls(e.f);
+        ck_assert_int_eq(redlock_acquire_as(e.l, OWNER, 0, 10000), REDLOCK_OK);
+        fo = fanout_of(e.f, before, REDLOCK__SCRIPT_ACQUIRE);
+        ck_assert_int_eq(fo.end_ns - fo.start_ns, 1 * MS);
+        ck_assert(fo.stopped);
+        ck_assert_int_eq(call_at(e.f, fake_find(e.f, before, 3, REDLOCK__SCRIPT_ACQUIRE)).outcome,
+                         FAKE_ABANDONED);
+        /* validity = lease - elapsed - drift = 10000 - 1 - (100 + 2). */
+        ck_assert_int_eq(remaining_ms(&e), 10000 - 1 - 102);
+        ck_assert_int_eq(redlock_lock_report(e.l, 0, &rep), REDLOCK_OK);
+        ck_assert_int_eq(rep.outcome, REDLOCK_MEMBER_GRANTED);
+        ck_assert_int_eq(redlock_lock_report(e.l, 3, &rep), REDLOCK_OK);
+        ck_assert_int_eq(rep.outcome, REDLOCK_MEMBER_NONE);
+        /* No release or abort went out on success. */
+        ck_assert_uint_eq(fake_count(e.f, before, -1, REDLOCK__SCRIPT_ABORT), 0);
+        ck_assert_uint_eq(fake_count(e.f, before, -1, REDLOCK__SCRIPT_RELEASE), 0);
+        env_close(&e);
+    }
+}
+END_TEST
+
+/* Failure is decided the moment a quorum can no longer be reached (three
+ * refusals of five), and the slow members that were abandoned, which may
+ * still have granted, are undone too. */
+START_TEST(early_failure_when_quorum_unreachable)
+{
+    redlock_options o = opts_timeout(50);
+    redlock_member_report rep;
+    fake_fanout fo;
+    size_t before, i;
+    env e;
+
+    env_open(&e, 5, &o, NULL);
+    for (i = 0; i < 3; i++)
+        fake_hold(e.f, i, NAME, FOREIGN, 1, 30000);
+    fake_set(e.f, 3, FAKE_REPLY, 40);
+    fake_set(e.f, 4, FAKE_REPLY, 45);
+    before = fake_ncalls(e.f);
+    ck_assert_int_eq(redlock_acquire_as(e.l, OWNER, 0, 10000), REDLOCK_EBUSY);
+    fo = fanout_of(e.f, before, REDLOCK__SCRIPT_ACQUIRE);
+    ck_assert_int_eq(fo.end_ns - fo.start_ns, 1 * MS);
+    ck_assert(fo.stopped);
+    ck_assert_int_eq(redlock_lock_report(e.l, 0, &rep), REDLOCK_OK);
+    /* The report belongs to the last call (the abort), so look at the
+     * stores instead: the abandoned grants on 3 and 4 were undone. */
+    ck_assert_uint_eq(fake_count(e.f, before, 3, REDLOCK__SCRIPT_ABORT), 1);
+    ck_assert_uint_eq(fake_count(e.f, before, 4, REDLOCK__SCRIPT_ABORT), 1);
+    ck_assert_uint_eq(fake_count(e.f, before, 0, REDLOCK__SCRIPT_ABORT), 0);
+    ck_assert_uint_eq(holders(&e, 5), 0);
+    for (i = 0; i < 3; i++)
+        ck_assert_int_eq(fake_hash_count(e.f, i, NAME, FOREIGN), 1);
+    ck_assert_uint_eq(stats(&e).busy, 1);
+    env_close(&e);
+}
+END_TEST
+
+/* Three frozen of five: no answer can decide before the node timeout, so
+ * the attempt ends exactly at it (no hang), returns ENO_QUORUM and sends
+ * the abort to every member, including the frozen ones, whose aborts are
+ * retried in the background until they answer. */
+START_TEST(failure_releases_every_member_including_timed_out)
+{
+    redlock_options o = opts_timeout(20);
+    fake_fanout fo;
+    size_t before, i, after;
+    env e;
+
+    env_open(&e, 5, &o, NULL);
+    for (i = 2; i < 5; i++)
+        fake_set(e.f, i, FAKE_SILENT, 0);
+    before = fake_ncalls(e.f);
+    ck_assert_int_eq(redlock_acquire_as(e.l, OWNER, 0, 10000), REDLOCK_ENO_QUORUM);
+    ck_assert_ptr_nonnull(strstr(redlock_last_error(), "quorum is 3"));
+    fo = fanout_of(e.f, before, REDLOCK__SCRIPT_ACQUIRE);
+    ck_assert_int_eq(fo.end_ns - fo.start_ns, 20 * MS);
+    for (i = 0; i < 5; i++)
+        ck_assert_uint_eq(fake_count(e.f, before, (int)i, REDLOCK__SCRIPT_ABORT), 1);
+    ck_assert_uint_eq(holders(&e, 5), 0);
+    ck_assert_uint_eq(stats(&e).no_quorum, 1);
+
+    /* Still frozen: the background retries them, nothing else. */
+    after = fake_ncalls(e.f);
+    fake_advance_ms(e.f, 250);
+    redlock__watchdog_tick(e.c);
+    for (i = 2; i < 5; i++)
+        ck_assert_uint_eq(fake_count(e.f, after, (int)i, REDLOCK__SCRIPT_ABORT), 1);
+    ck_assert_uint_eq(fake_count(e.f, after, 0, FAKE_ANY), 0);
+
+    /* Thawed: the abort lands and settles; later ticks send nothing. */
+    for (i = 2; i < 5; i++)
+        fake_set(e.f, i, FAKE_REPLY, 1);
+    after = fake_ncalls(e.f);
+    fake_advance_ms(e.f, 250);
+    redlock__watchdog_tick(e.c);
+    for (i = 2; i < 5; i++) {
+        long k = fake_find(e.f, after, (int)i, REDLOCK__SCRIPT_ABORT);
+
+        ck_assert_int_eq(call_at(e.f, k).outcome, FAKE_ANSWERED);
+        /* The abort left its cancel mark: a late copy of the acquire
+         * would change nothing. */
+        ck_assert_int_gt(fake_pttl(e.f, i, call_at(e.f, k).argv[2]), 0);
+    }
+    after = fake_ncalls(e.f);
+    fake_advance_ms(e.f, 250);
+    redlock__watchdog_tick(e.c);
+    ck_assert_uint_eq(fake_ncalls(e.f), after);
+    env_close(&e);
+}
+END_TEST
+
+/* A member applied the acquire but its reply was lost: the failed attempt
+ * must undo it there too (the client cannot know it was granted). */
+START_TEST(lost_reply_grant_is_undone)
+{
+    redlock_options o = opts_timeout(20);
+    size_t before;
+    env e;
+
+    env_open(&e, 5, &o, NULL);
+    fake_set_script(e.f, 2, REDLOCK__SCRIPT_ACQUIRE, FAKE_LOST_REPLY, 0);
+    fake_hold(e.f, 3, NAME, FOREIGN, 1, 30000);
+    fake_hold(e.f, 4, NAME, FOREIGN, 1, 30000);
+    before = fake_ncalls(e.f);
+    ck_assert_int_eq(redlock_acquire_as(e.l, OWNER, 0, 10000), REDLOCK_EBUSY);
+    ck_assert(call_at(e.f, fake_find(e.f, before, 2, REDLOCK__SCRIPT_ACQUIRE)).applied);
+    ck_assert_int_eq(call_at(e.f, fake_find(e.f, before, 2, REDLOCK__SCRIPT_ABORT)).outcome,
+                     FAKE_ANSWERED);
+    ck_assert_uint_eq(holders(&e, 5), 0);
+    ck_assert_int_eq(fake_pttl(e.f, 2, NAME), -2);
+    ck_assert_uint_eq(fake_published(e.f, 2, CHANNEL), 1);
+    env_close(&e);
+}
+END_TEST
+
+/* ------------------------------------------------------------------------ */
+/* Validity. */
+
+static int try_with_delay(double drift_factor, int64_t lease_ms, int64_t delay_ms,
+                          int64_t *remaining, size_t *left_behind)
+{
+    redlock_options o = opts_timeout(5000);
+    size_t i;
+    env e;
+    int rc;
+
+    o.drift_factor = drift_factor;
+    env_open(&e, 5, &o, NULL);
+    for (i = 0; i < 5; i++)
+        fake_set(e.f, i, FAKE_REPLY, delay_ms);
+    rc = redlock_acquire_as(e.l, OWNER, 0, lease_ms);
+    *remaining = rc == REDLOCK_OK ? remaining_ms(&e) : -1;
+    if (rc == REDLOCK_OK)
+        ck_assert_int_eq(redlock_unlock_as(e.l, OWNER), REDLOCK_OK);
+    else
+        for (i = 0; i < 5; i++)
+            ck_assert_uint_eq(fake_count(e.f, 0, (int)i, REDLOCK__SCRIPT_ABORT), 1);
+    *left_behind = holders(&e, 5);
+    env_close(&e);
+    return rc;
+}
+
+START_TEST(validity_is_lease_minus_elapsed_minus_drift)
+{
+    int64_t rem;
+    size_t left;
+
+    /* drift = 1000 * 0.01 + 2 = 12 ms */
+    ck_assert_int_eq(try_with_delay(0, 1000, 300, &rem, &left), REDLOCK_OK);
+    ck_assert_int_eq(rem, 1000 - 300 - 12);
+    ck_assert_int_eq(try_with_delay(0, 1000, 987, &rem, &left), REDLOCK_OK);
+    ck_assert_int_eq(rem, 1);
+    /* Granted by all, but validity 0: a failure, released everywhere. */
+    ck_assert_int_ne(try_with_delay(0, 1000, 988, &rem, &left), REDLOCK_OK);
+    ck_assert_uint_eq(left, 0);
+    ck_assert_int_ne(try_with_delay(0, 1000, 1500, &rem, &left), REDLOCK_OK);
+    ck_assert_uint_eq(left, 0);
+    /* drift = 1000 * 0.1 + 2 = 102 ms */
+    ck_assert_int_eq(try_with_delay(0.1, 1000, 897, &rem, &left), REDLOCK_OK);
+    ck_assert_int_eq(rem, 1);
+    ck_assert_int_ne(try_with_delay(0.1, 1000, 898, &rem, &left), REDLOCK_OK);
+    ck_assert_uint_eq(left, 0);
+}
+END_TEST
+
+/* While waiting, a slow quorum keeps failing on validity; the wait ends at
+ * its deadline with ETIMEOUT and nothing held anywhere. */
+START_TEST(slow_quorum_waits_until_deadline)
+{
+    redlock_options o = opts_timeout(5000);
+    int64_t start;
+    size_t i;
+    env e;
+
+    env_open(&e, 5, &o, NULL);
+    for (i = 0; i < 5; i++)
+        fake_set(e.f, i, FAKE_REPLY, 995);
+    start = fake_now(e.f);
+    ck_assert_int_eq(redlock_acquire_as(e.l, OWNER, 3000, 1000), REDLOCK_ETIMEOUT);
+    ck_assert_int_ge(fake_now(e.f) - start, 3000 * MS);
+    ck_assert_int_le(fake_now(e.f) - start, 3000 * MS + 2 * 995 * MS + 100 * MS);
+    ck_assert_uint_ge(stats(&e).attempts, 2);
+    ck_assert_uint_eq(stats(&e).acquired, 0);
+    ck_assert_uint_eq(holders(&e, 5), 0);
+    env_close(&e);
+}
+END_TEST
+
+/* A waiter subscribes on every member and wakes on the release message,
+ * not after the holder's 30 s TTL. */
+START_TEST(waiter_wakes_on_release)
+{
+    size_t i, open = 9;
+    int64_t start;
+    env e;
+
+    env_open(&e, 5, NULL, NULL);
+    for (i = 0; i < 5; i++)
+        fake_hold(e.f, i, NAME, FOREIGN, 1, 30000);
+    start = fake_now(e.f);
+    for (i = 0; i < 3; i++)
+        fake_schedule_release(e.f, start + 200 * MS, i, NAME);
+    ck_assert_int_eq(redlock_acquire_as(e.l, OWNER, 5000, 10000), REDLOCK_OK);
+    ck_assert_int_ge(fake_now(e.f) - start, 200 * MS);
+    ck_assert_int_lt(fake_now(e.f) - start, 300 * MS);
+    ck_assert_uint_eq(fake_watches(e.f, &open), 1);
+    ck_assert_uint_eq(open, 0);
+    ck_assert_uint_eq(holders(&e, 5), 3);
+    ck_assert_int_eq(redlock_unlock_as(e.l, OWNER), REDLOCK_OK);
+    env_close(&e);
+}
+END_TEST
+
+/* ------------------------------------------------------------------------ */
+/* Release and the background. */
+
+START_TEST(unlock_with_frozen_minority_retries_in_background)
+{
+    redlock_options o = opts_timeout(20);
+    fake_fanout fo;
+    size_t before, after, i;
+    env e;
+
+    env_open(&e, 5, &o, NULL);
+    ck_assert_int_eq(redlock_acquire_as(e.l, OWNER, 0, 10000), REDLOCK_OK);
+    ck_assert_uint_eq(holders(&e, 5), 5);
+    fake_set(e.f, 3, FAKE_SILENT, 0);
+    fake_set(e.f, 4, FAKE_SILENT, 0);
+    before = fake_ncalls(e.f);
+    ck_assert_int_eq(redlock_unlock_as(e.l, OWNER), REDLOCK_OK);
+    fo = fanout_of(e.f, before, REDLOCK__SCRIPT_RELEASE);
+    ck_assert_int_le(fo.end_ns - fo.start_ns, 20 * MS);
+    ck_assert_uint_eq(holders(&e, 5), 2);
+    ck_assert_uint_eq(stats(&e).background_releases, 2);
+
+    /* Frozen still: each tick retries both, with the same request (latch). */
+    after = fake_ncalls(e.f);
+    fake_advance_ms(e.f, 250);
+    redlock__watchdog_tick(e.c);
+    ck_assert_uint_eq(fake_count(e.f, after, 3, REDLOCK__SCRIPT_RELEASE), 1);
+    ck_assert_uint_eq(fake_count(e.f, after, 4, REDLOCK__SCRIPT_RELEASE), 1);
+    ck_assert_str_eq(call_at(e.f, fake_find(e.f, after, 3, REDLOCK__SCRIPT_RELEASE)).argv[2],
+                     call_at(e.f, fake_find(e.f, before, 3, REDLOCK__SCRIPT_RELEASE)).argv[2]);
+
+    fake_set(e.f, 3, FAKE_REPLY, 1);
+    fake_set(e.f, 4, FAKE_REPLY, 1);
+    fake_advance_ms(e.f, 250);
+    redlock__watchdog_tick(e.c);
+    ck_assert_uint_eq(holders(&e, 5), 0);
+    for (i = 0; i < 5; i++)
+        ck_assert_uint_eq(fake_published(e.f, i, CHANNEL), 1);
+    after = fake_ncalls(e.f);
+    fake_advance_ms(e.f, 250);
+    redlock__watchdog_tick(e.c);
+    ck_assert_uint_eq(fake_ncalls(e.f), after);
+    env_close(&e);
+}
+END_TEST
+
+/* A member frozen for longer than the lease is given up on: the key has
+ * expired there by then. */
+START_TEST(background_release_gives_up_after_lease)
+{
+    redlock_options o = opts_timeout(20);
+    size_t after;
+    int i;
+    env e;
+
+    env_open(&e, 5, &o, NULL);
+    ck_assert_int_eq(redlock_acquire_as(e.l, OWNER, 0, 2000), REDLOCK_OK);
+    fake_set(e.f, 4, FAKE_SILENT, 0);
+    ck_assert_int_eq(redlock_unlock_as(e.l, OWNER), REDLOCK_OK);
+    for (i = 0; i < 10; i++) {
+        fake_advance_ms(e.f, 250);
+        redlock__watchdog_tick(e.c);
+    }
+    after = fake_ncalls(e.f);
+    ck_assert_uint_ge(fake_count(e.f, 0, 4, REDLOCK__SCRIPT_RELEASE), 3);
+    for (i = 0; i < 4; i++) {
+        fake_advance_ms(e.f, 250);
+        redlock__watchdog_tick(e.c);
+    }
+    ck_assert_uint_eq(fake_ncalls(e.f), after);
+    env_close(&e);
+}
+END_TEST
+
+/* A release applied on a node whose reply was lost is retried with the
+ * same request id, and the retry reports the first result (released), not
+ * "not held"; the node publishes once. */
+START_TEST(release_retry_is_idempotent)
+{
+    redlock_options o = opts_timeout(20);
+    size_t before;
+    long k;
+    env e;
+
+    env_open(&e, 5, &o, NULL);
+    ck_assert_int_eq(redlock_acquire_as(e.l, OWNER, 0, 10000), REDLOCK_OK);
+    fake_set_script(e.f, 0, REDLOCK__SCRIPT_RELEASE, FAKE_LOST_REPLY, 0);
+    before = fake_ncalls(e.f);
+    ck_assert_int_eq(redlock_unlock_as(e.l, OWNER), REDLOCK_OK);
+    ck_assert_int_eq(fake_pttl(e.f, 0, NAME), -2);
+    fake_clear_script(e.f, 0, REDLOCK__SCRIPT_RELEASE);
+    fake_advance_ms(e.f, 250);
+    redlock__watchdog_tick(e.c);
+    k = fake_find(e.f, before + 5, 0, REDLOCK__SCRIPT_RELEASE);
+    ck_assert_int_eq(call_at(e.f, k).outcome, FAKE_ANSWERED);
+    ck_assert_uint_eq(fake_published(e.f, 0, CHANNEL), 1);
+    /* Settled by that answer: nothing more is sent. */
+    before = fake_ncalls(e.f);
+    fake_advance_ms(e.f, 250);
+    redlock__watchdog_tick(e.c);
+    ck_assert_uint_eq(fake_ncalls(e.f), before);
+    env_close(&e);
+}
+END_TEST
+
+START_TEST(force_unlock_counts_deleted_members)
+{
+    size_t released = 99;
+    env e;
+
+    env_open(&e, 5, NULL, NULL);
+    fake_hold(e.f, 0, NAME, FOREIGN, 1, 30000);
+    fake_hold(e.f, 1, NAME, FOREIGN, 1, 30000);
+    fake_set(e.f, 4, FAKE_SILENT, 0);
+    ck_assert_int_eq(redlock_force_unlock(e.l, &released), REDLOCK_OK);
+    ck_assert_uint_eq(released, 2);
+    ck_assert_int_eq(fake_pttl(e.f, 0, NAME), -2);
+    fake_set(e.f, 2, FAKE_SILENT, 0);
+    fake_set(e.f, 3, FAKE_SILENT, 0);
+    ck_assert_int_eq(redlock_force_unlock(e.l, &released), REDLOCK_ENO_QUORUM);
+    env_close(&e);
+}
+END_TEST
+
+/* ------------------------------------------------------------------------ */
+/* The watchdog. */
+
+static redlock_options opts_watchdog(int lease_ms)
+{
+    redlock_options o;
+
+    memset(&o, 0, sizeof(o));
+    o.watchdog_lease_ms = lease_ms;
+    return o;
+}
+
+/* With two of five frozen, every tick renews the other three (one batch
+ * per node) and the lock outlives its lease many times over. */
+START_TEST(watchdog_renews_on_quorum)
+{
+    redlock_options o = opts_watchdog(3000);
+    lost_log lost = {0};
+    redlock_stats s0, s1;
+    size_t i;
+    int tick;
+    env e;
+
+    env_open(&e, 5, &o, NULL);
+    redlock_lock_set_on_lost(e.l, on_lost, &lost);
+    ck_assert_int_eq(redlock_acquire_as(e.l, OWNER, 0, 0), REDLOCK_OK);
+    fake_set(e.f, 3, FAKE_SILENT, 0);
+    fake_set(e.f, 4, FAKE_SILENT, 0);
+    for (tick = 0; tick < 12; tick++) {
+        size_t before = fake_ncalls(e.f);
+
+        s0 = stats(&e);
+        fake_advance_ms(e.f, 1000);
+        redlock__watchdog_tick(e.c);
+        s1 = stats(&e);
+        ck_assert_uint_eq(s1.watchdog_batches - s0.watchdog_batches, 5);
+        ck_assert_uint_eq(s1.renewals - s0.renewals, 1);
+        ck_assert_uint_eq(fake_count(e.f, before, -1, REDLOCK__SCRIPT_RENEW), 5);
+        for (i = 0; i < 3; i++)
+            ck_assert_int_gt(fake_pttl(e.f, i, NAME), 2900);
+        /* Validity restarts at the tick: lease - drift - time since. */
+        ck_assert_int_gt(remaining_ms(&e), 2900);
+    }
+    ck_assert_int_eq(lost.calls, 0);
+    /* 12 s after a 3 s lease the keys on the frozen nodes have expired. */
+    ck_assert_int_eq(fake_pttl(e.f, 3, NAME), -2);
+    ck_assert_int_eq(redlock_unlock_as(e.l, OWNER), REDLOCK_OK);
+    ck_assert_uint_eq(holders(&e, 5), 0);
+    env_close(&e);
+}
+END_TEST
+
+/* Keys deleted on three of five members: the next tick reports the loss at
+ * once (ENOT_OWNER), calls on_lost exactly once, re-creates nothing,
+ * releases what is left, and unlock() reports ELOST. */
+START_TEST(watchdog_loss_when_keys_vanish)
+{
+    redlock_options o = opts_watchdog(3000);
+    lost_log lost = {0};
+    size_t i, before;
+    int held = 1;
+    env e;
+
+    env_open(&e, 5, &o, NULL);
+    redlock_lock_set_on_lost(e.l, on_lost, &lost);
+    ck_assert_int_eq(redlock_acquire_as(e.l, OWNER, 0, 0), REDLOCK_OK);
+    for (i = 0; i < 3; i++)
+        fake_flush(e.f, i);
+    fake_advance_ms(e.f, 1000);
+    before = fake_ncalls(e.f);
+    redlock__watchdog_tick(e.c);
+    ck_assert_int_eq(lost.calls, 1);
+    ck_assert_int_eq(lost.reason, REDLOCK_ENOT_OWNER);
+    ck_assert_uint_eq(lost.owner, OWNER);
+    ck_assert_ptr_eq(lost.lock, e.l);
+    ck_assert_uint_eq(fake_count(e.f, before, -1, REDLOCK__SCRIPT_ACQUIRE), 0);
+    ck_assert_uint_eq(holders(&e, 5), 0);
+    ck_assert_int_eq(redlock_is_held_as(e.l, OWNER, &held), REDLOCK_OK);
+    ck_assert_int_eq(held, 0);
+    ck_assert_uint_eq(stats(&e).lost, 1);
+
+    before = fake_ncalls(e.f);
+    for (i = 0; i < 5; i++) {
+        fake_advance_ms(e.f, 1000);
+        redlock__watchdog_tick(e.c);
+    }
+    ck_assert_uint_eq(fake_count(e.f, before, -1, REDLOCK__SCRIPT_RENEW), 0);
+    ck_assert_int_eq(lost.calls, 1);
+    ck_assert_int_eq(redlock_unlock_as(e.l, OWNER), REDLOCK_ELOST);
+    ck_assert_int_eq(redlock_unlock_as(e.l, OWNER), REDLOCK_ENOT_OWNER);
+    env_close(&e);
+}
+END_TEST
+
+/* Three of five frozen: renewals fall below the quorum, but the lock stays
+ * held while its validity lasts and is reported lost (ENO_QUORUM) no later
+ * than the first tick at or after its end (at the earliest when the next
+ * retry, lease/10 away, would come too late). */
+START_TEST(watchdog_loss_when_quorum_stops_answering)
+{
+    redlock_options o = opts_watchdog(3000);
+    lost_log lost = {0};
+    int64_t end_ns = 0, lost_at = 0;
+    size_t i;
+    int tick;
+    env e;
+
+    env_open(&e, 5, &o, NULL);
+    redlock_lock_set_on_lost(e.l, on_lost, &lost);
+    ck_assert_int_eq(redlock_acquire_as(e.l, OWNER, 0, 0), REDLOCK_OK);
+    end_ns = fake_now(e.f) + remaining_ms(&e) * MS;
+    for (i = 0; i < 3; i++)
+        fake_set(e.f, i, FAKE_SILENT, 0);
+    for (tick = 0; tick < 100 && lost.calls == 0; tick++) {
+        fake_advance_ms(e.f, 100);
+        redlock__watchdog_tick(e.c);
+        if (lost.calls == 0)
+            ck_assert_int_lt(fake_now(e.f), end_ns);
+        else
+            lost_at = fake_now(e.f);
+    }
+    ck_assert_int_eq(lost.calls, 1);
+    ck_assert_int_eq(lost.reason, REDLOCK_ENO_QUORUM);
+    ck_assert_int_ge(lost_at, end_ns - 300 * MS);
+    ck_assert_int_le(lost_at, end_ns + 100 * MS);
+    ck_assert_int_eq(redlock_unlock_as(e.l, OWNER), REDLOCK_ELOST);
+    env_close(&e);
+}
+END_TEST
+
+/* One member restarted empty: the tick renews four (a quorum) and then
+ * re-acquires the vanished member to restore the fault margin. */
+START_TEST(watchdog_restores_vanished_member)
+{
+    redlock_options o = opts_watchdog(3000);
+    lost_log lost = {0};
+    size_t before;
+    env e;
+
+    env_open(&e, 5, &o, NULL);
+    redlock_lock_set_on_lost(e.l, on_lost, &lost);
+    ck_assert_int_eq(redlock_acquire_as(e.l, OWNER, 0, 0), REDLOCK_OK);
+    fake_flush(e.f, 0);
+    fake_advance_ms(e.f, 1000);
+    before = fake_ncalls(e.f);
+    redlock__watchdog_tick(e.c);
+    ck_assert_int_eq(lost.calls, 0);
+    ck_assert_uint_eq(fake_count(e.f, before, 0, REDLOCK__SCRIPT_ACQUIRE), 1);
+    ck_assert_uint_eq(fake_count(e.f, before, -1, REDLOCK__SCRIPT_ACQUIRE), 1);
+    ck_assert_int_eq(fake_hash_count(e.f, 0, NAME, e.field), 1);
+    ck_assert_int_gt(fake_pttl(e.f, 0, NAME), 2900);
+    ck_assert_int_eq(redlock_unlock_as(e.l, OWNER), REDLOCK_OK);
+    ck_assert_uint_eq(holders(&e, 5), 0);
+    env_close(&e);
+}
+END_TEST
+
+/* Two members restarted empty and one frozen: the genuine renewals (two)
+ * do not reach the quorum, so nothing is re-acquired, neither while the
+ * lock is still valid nor after its validity ran out. */
+START_TEST(watchdog_never_restores_without_genuine_quorum)
+{
+    redlock_options o = opts_watchdog(3000);
+    lost_log lost = {0};
+    int tick;
+    env e;
+
+    env_open(&e, 5, &o, NULL);
+    redlock_lock_set_on_lost(e.l, on_lost, &lost);
+    ck_assert_int_eq(redlock_acquire_as(e.l, OWNER, 0, 0), REDLOCK_OK);
+    fake_flush(e.f, 0);
+    fake_flush(e.f, 1);
+    fake_set(e.f, 2, FAKE_SILENT, 0);
+    for (tick = 0; tick < 60 && lost.calls == 0; tick++) {
+        fake_advance_ms(e.f, 100);
+        redlock__watchdog_tick(e.c);
+    }
+    ck_assert_int_eq(lost.calls, 1);
+    ck_assert_int_eq(lost.reason, REDLOCK_ENO_QUORUM);
+    ck_assert_uint_eq(fake_count(e.f, 0, 0, REDLOCK__SCRIPT_ACQUIRE), 1); /* the first grant */
+    ck_assert_uint_eq(fake_count(e.f, 0, 1, REDLOCK__SCRIPT_ACQUIRE), 1);
+    ck_assert_int_eq(fake_pttl(e.f, 0, NAME), -2);
+    ck_assert_int_eq(fake_pttl(e.f, 1, NAME), -2);
+    env_close(&e);
+}
+END_TEST
+
+/* ------------------------------------------------------------------------ */
+/* Fencing. */
+
+static const redlock_lock_options fenced = {0, 1};
+
+static uint64_t token_of(env *e)
+{
+    uint64_t t = 0;
+
+    ck_assert_int_eq(redlock_lock_token_as(e->l, OWNER, &t), REDLOCK_OK);
+    return t;
+}
+
+/* T = max over the granting members of max(stored + 1, node time), and
+ * phase 2 stores T on every member that did not refuse, never on a
+ * refusing one. The three fastest members decide; the fourth (slow) is
+ * not waited for and the fifth refuses. */
+START_TEST(fencing_token_is_max_of_candidates)
+{
+    const uint64_t base = 3000000000000000ULL; /* above any node's clock */
+    const uint64_t stored[5] = {base + 1000, base, base + 2000, base + 1500, base + 9000};
+    char v[32];
+    size_t i, before;
+    uint64_t t;
+    env e;
+
+    env_open(&e, 5, NULL, &fenced);
+    for (i = 0; i < 5; i++) {
+        snprintf(v, sizeof(v), "%llu", (unsigned long long)stored[i]);
+        fake_set_string(e.f, i, TOKEN_KEY, v);
+    }
+    fake_set_script(e.f, 3, REDLOCK__SCRIPT_ACQUIRE, FAKE_REPLY, 30);
+    /* Member 4 refuses first, so its refusal is heard. */
+    fake_hold(e.f, 4, NAME, FOREIGN, 1, 30000);
+    fake_set_script(e.f, 4, REDLOCK__SCRIPT_ACQUIRE, FAKE_REPLY, 0);
+    before = fake_ncalls(e.f);
+    ck_assert_int_eq(redlock_acquire_as(e.l, OWNER, 0, 10000), REDLOCK_OK);
+    t = token_of(&e);
+    ck_assert_uint_eq(t, base + 2000 + 1);
+    for (i = 0; i < 4; i++) {
+        /* Member 3 granted late, with a candidate below T: it stores T. */
+        ck_assert_uint_eq(fake_get_u64(e.f, i, TOKEN_KEY), t);
+        ck_assert_uint_eq(fake_count(e.f, before, (int)i, REDLOCK__SCRIPT_FENCE_STORE), 1);
+    }
+    ck_assert_uint_eq(fake_get_u64(e.f, 4, TOKEN_KEY), base + 9000);
+    ck_assert_uint_eq(fake_count(e.f, before, 4, REDLOCK__SCRIPT_FENCE_STORE), 0);
+    ck_assert_int_eq(redlock_unlock_as(e.l, OWNER), REDLOCK_OK);
+    ck_assert_int_eq(redlock_lock_token_as(e.l, OWNER, &t), REDLOCK_ENOT_OWNER);
+    env_close(&e);
+}
+END_TEST
+
+/* With empty stores the time term decides: the token is the node time of
+ * the member whose clock is furthest ahead, at the moment it granted. */
+START_TEST(fencing_time_term_uses_fastest_member)
+{
+    size_t before;
+    fake_fanout fo;
+    uint64_t expect;
+    env e;
+
+    env_open(&e, 5, NULL, &fenced);
+    fake_set_time_offset_us(e.f, 2, 5000000);
+    before = fake_ncalls(e.f);
+    ck_assert_int_eq(redlock_acquire_as(e.l, OWNER, 0, 10000), REDLOCK_OK);
+    fo = fanout_of(e.f, before, REDLOCK__SCRIPT_ACQUIRE);
+    expect = fake_node_time_us(e.f, 2) - (uint64_t)((fake_now(e.f) - fo.end_ns) / 1000);
+    ck_assert_uint_eq(token_of(&e), expect);
+    ck_assert_uint_gt(token_of(&e), fake_node_time_us(e.f, 0));
+    ck_assert_int_eq(redlock_unlock_as(e.l, OWNER), REDLOCK_OK);
+    env_close(&e);
+}
+END_TEST
+
+/* Phase 2 needs Q confirmations: one member whose write-back fails does
+ * not matter (it keeps its own, lower candidate); three do, and then the
+ * attempt fails and releases everything. */
+START_TEST(fencing_writeback_needs_quorum)
+{
+    size_t i;
+    uint64_t t;
+    env e;
+
+    env_open(&e, 5, NULL, &fenced);
+    fake_set_time_offset_us(e.f, 1, 1000000);
+    fake_set_script(e.f, 0, REDLOCK__SCRIPT_FENCE_STORE, FAKE_ERROR_REPLY, 1);
+    ck_assert_int_eq(redlock_acquire_as(e.l, OWNER, 0, 10000), REDLOCK_OK);
+    t = token_of(&e);
+    for (i = 1; i < 5; i++)
+        ck_assert_uint_eq(fake_get_u64(e.f, i, TOKEN_KEY), t);
+    ck_assert_uint_gt(fake_get_u64(e.f, 0, TOKEN_KEY), 0);
+    ck_assert_uint_lt(fake_get_u64(e.f, 0, TOKEN_KEY), t);
+    ck_assert_int_eq(redlock_unlock_as(e.l, OWNER), REDLOCK_OK);
+
+    for (i = 0; i < 3; i++)
+        fake_set_script(e.f, i, REDLOCK__SCRIPT_FENCE_STORE, FAKE_ERROR_REPLY, 1);
+    ck_assert_int_ne(redlock_acquire_as(e.l, OWNER, 0, 10000), REDLOCK_OK);
+    ck_assert_uint_eq(holders(&e, 5), 0);
+    for (i = 0; i < 5; i++)
+        ck_assert_uint_eq(fake_count(e.f, 0, (int)i, REDLOCK__SCRIPT_ABORT), 1);
+    ck_assert_int_eq(redlock_lock_token_as(e.l, OWNER, &t), REDLOCK_ENOT_OWNER);
+    env_close(&e);
+}
+END_TEST
+
+/* A write-back that never answers is bounded by the validity window, and
+ * members that lost the lock in between do not confirm. */
+START_TEST(fencing_writeback_silent_or_not_held)
+{
+    redlock_options o = opts_timeout(50);
+    fake_fanout fo;
+    size_t i, before;
+    env e;
+
+    env_open(&e, 5, &o, &fenced);
+    for (i = 0; i < 3; i++)
+        fake_set_script(e.f, i, REDLOCK__SCRIPT_FENCE_STORE, FAKE_SILENT, 0);
+    before = fake_ncalls(e.f);
+    ck_assert_int_ne(redlock_acquire_as(e.l, OWNER, 0, 1000), REDLOCK_OK);
+    fo = fanout_of(e.f, before, REDLOCK__SCRIPT_FENCE_STORE);
+    /* Like any request, the write-back waits one node timeout at most. */
+    ck_assert_int_eq(fo.end_ns - fo.start_ns, 50 * MS);
+    ck_assert_uint_eq(holders(&e, 5), 0);
+    env_close(&e);
+}
+END_TEST
+
+/* A frozen minority delays neither phase of a fenced acquisition. */
+START_TEST(fencing_frozen_minority_does_not_delay)
+{
+    redlock_options o = opts_timeout(50);
+    int64_t start;
+    size_t before;
+    env e;
+
+    env_open(&e, 5, &o, &fenced);
+    fake_set(e.f, 3, FAKE_SILENT, 0);
+    fake_set(e.f, 4, FAKE_SILENT, 0);
+    start = fake_now(e.f);
+    before = fake_ncalls(e.f);
+    ck_assert_int_eq(redlock_acquire_as(e.l, OWNER, 0, 10000), REDLOCK_OK);
+    ck_assert_int_eq(fake_now(e.f) - start, 2 * MS);
+    ck_assert(fanout_of(e.f, before, REDLOCK__SCRIPT_FENCE_STORE).stopped);
+    ck_assert_int_eq(remaining_ms(&e), 10000 - 102 - 2);
+    ck_assert_int_eq(redlock_unlock_as(e.l, OWNER), REDLOCK_OK);
+    env_close(&e);
+}
+END_TEST
+
+/* A re-entry keeps the token and costs no second round. */
+START_TEST(fencing_reentry_keeps_token)
+{
+    size_t before;
+    uint64_t t;
+    env e;
+
+    env_open(&e, 5, NULL, &fenced);
+    ck_assert_int_eq(redlock_acquire_as(e.l, OWNER, 0, 10000), REDLOCK_OK);
+    t = token_of(&e);
+    fake_advance_ms(e.f, 10);
+    before = fake_ncalls(e.f);
+    ck_assert_int_eq(redlock_acquire_as(e.l, OWNER, 0, 10000), REDLOCK_OK);
+    ck_assert_uint_eq(fake_count(e.f, before, -1, REDLOCK__SCRIPT_FENCE_STORE), 0);
+    ck_assert_uint_eq(token_of(&e), t);
+    ck_assert_int_eq(fake_hash_count(e.f, 0, NAME, e.field), 2);
+    ck_assert_int_eq(redlock_unlock_as(e.l, OWNER), REDLOCK_OK);
+    ck_assert_uint_eq(token_of(&e), t);
+    ck_assert_int_eq(redlock_unlock_as(e.l, OWNER), REDLOCK_OK);
+    env_close(&e);
+}
+END_TEST
+
+/* A non-fencing lock has no token. */
+START_TEST(unfenced_lock_has_no_token)
+{
+    uint64_t t = 5;
+    env e;
+
+    env_open(&e, 3, NULL, NULL);
+    ck_assert_int_eq(redlock_acquire_as(e.l, OWNER, 0, 10000), REDLOCK_OK);
+    ck_assert_int_eq(redlock_lock_token_as(e.l, OWNER, &t), REDLOCK_ENOT_OWNER);
+    ck_assert_uint_eq(fake_count(e.f, 0, -1, REDLOCK__SCRIPT_FENCE_STORE), 0);
+    ck_assert_int_eq(redlock_unlock_as(e.l, OWNER), REDLOCK_OK);
+    env_close(&e);
+}
+END_TEST
+
+/* Restarted members with empty stores. A minority restart, even with its
+ * clocks an hour behind, cannot lower the token: the quorum overlaps a
+ * member that stored the last one. A restart of every member relies on
+ * the time term (clocks roughly in step). */
+START_TEST(fencing_restart_with_empty_store)
+{
+    uint64_t t1, t2, t3;
+    size_t i;
+    env e;
+
+    env_open(&e, 5, NULL, &fenced);
+    ck_assert_int_eq(redlock_acquire_as(e.l, OWNER, 0, 10000), REDLOCK_OK);
+    t1 = token_of(&e);
+    ck_assert_int_eq(redlock_unlock_as(e.l, OWNER), REDLOCK_OK);
+
+    fake_flush(e.f, 0);
+    fake_flush(e.f, 1);
+    for (i = 0; i < 3; i++)
+        fake_set_time_offset_us(e.f, i, -3600000000LL);
+    fake_hold(e.f, 3, NAME, FOREIGN, 1, 30000);
+    fake_hold(e.f, 4, NAME, FOREIGN, 1, 30000);
+    ck_assert_int_eq(redlock_acquire_as(e.l, OWNER, 0, 10000), REDLOCK_OK);
+    t2 = token_of(&e);
+    ck_assert_uint_gt(t2, t1);
+    ck_assert_uint_eq(t2, t1 + 1); /* from member 2's stored t1 */
+    ck_assert_int_eq(redlock_unlock_as(e.l, OWNER), REDLOCK_OK);
+
+    for (i = 0; i < 5; i++) {
+        fake_flush(e.f, i);
+        fake_set_time_offset_us(e.f, i, 0);
+    }
+    fake_advance_ms(e.f, 1);
+    ck_assert_int_eq(redlock_acquire_as(e.l, OWNER, 0, 10000), REDLOCK_OK);
+    t3 = token_of(&e);
+    ck_assert_uint_gt(t3, t2);
+    ck_assert_int_eq(redlock_unlock_as(e.l, OWNER), REDLOCK_OK);
+    env_close(&e);
+}
+END_TEST
+
+/* Many acquisitions with random minority faults (restart with an empty
+ * store, frozen member, member held elsewhere, failing write-back) and
+ * random pauses: every token is larger than the one before, and a quorum
+ * of members stores at least the current token. */
+START_TEST(fencing_tokens_monotonic_over_many_acquisitions)
+{
+    uint64_t last = 0;
+    int iter, ok = 0;
+    env e;
+
+    lcg_state = 20240601u;
+    env_open(&e, 5, NULL, &fenced);
+    for (iter = 0; iter < 300; iter++) {
+        size_t i, stored = 0, faulty = lcg() % 3;
+        unsigned char bad[5] = {0};
+        uint64_t t;
+
+        for (i = 0; i < faulty; i++) {
+            size_t m = lcg() % 5;
+
+            bad[m] = 1;
+            switch (lcg() % 4) {
+            case 0:
+                fake_flush(e.f, m);
+                break;
+            case 1:
+                fake_set(e.f, m, FAKE_SILENT, 0);
+                break;
+            case 2:
+                fake_hold(e.f, m, NAME, FOREIGN, 1, 30000);
+                break;
+            default:
+                fake_set_script(e.f, m, REDLOCK__SCRIPT_FENCE_STORE, FAKE_ERROR_REPLY, 1);
+                break;
+            }
+        }
+        fake_advance_ms(e.f, lcg() % 50);
+        ck_assert_int_eq(redlock_acquire_as(e.l, OWNER, 0, 5000), REDLOCK_OK);
+        ok++;
+        t = token_of(&e);
+        ck_assert_msg(t > last, "iteration %d: token %llu after %llu", iter,
+                      (unsigned long long)t, (unsigned long long)last);
+        last = t;
+        for (i = 0; i < 5; i++)
+            stored += fake_get_u64(e.f, i, TOKEN_KEY) >= t;
+        ck_assert_uint_ge(stored, 3);
+        /* Heal, release, and let the background finish owed releases. */
+        for (i = 0; i < 5; i++) {
+            fake_set(e.f, i, FAKE_REPLY, 1);
+            fake_clear_script(e.f, i, REDLOCK__SCRIPT_FENCE_STORE);
+        }
+        ck_assert_int_eq(redlock_unlock_as(e.l, OWNER), REDLOCK_OK);
+        for (i = 0; i < 5; i++)
+            if (bad[i] && fake_hash_count(e.f, i, NAME, FOREIGN) > 0)
+                fake_flush(e.f, i);
+        fake_advance_ms(e.f, 250);
+        redlock__watchdog_tick(e.c);
+        ck_assert_uint_eq(holders(&e, 5), 0);
+    }
+    ck_assert_int_eq(ok, 300);
+    env_close(&e);
+}
+END_TEST
+
+/* The fenced write against a storage node: equal and higher tokens are
+ * applied, a lower one is refused with ESTALE_TOKEN and changes nothing. */
+START_TEST(fenced_set_rules)
+{
+    env e;
+
+    env_open(&e, 2, NULL, NULL);
+    ck_assert_int_eq(redlock_fenced_set(e.c, 1, "acct", "100", 3, 10), REDLOCK_OK);
+    ck_assert_int_eq(fake_hash_count(e.f, 1, "acct", "fence_token"), 10);
+    ck_assert_int_eq(redlock_fenced_set(e.c, 1, "acct", "200", 3, 10), REDLOCK_OK);
+    ck_assert_int_eq(fake_hash_count(e.f, 1, "acct", "value"), 200);
+    ck_assert_int_eq(redlock_fenced_set(e.c, 1, "acct", "300", 3, 9), REDLOCK_ESTALE_TOKEN);
+    ck_assert_ptr_nonnull(strstr(redlock_last_error(), "10"));
+    ck_assert_int_eq(fake_hash_count(e.f, 1, "acct", "value"), 200);
+    ck_assert_int_eq(fake_hash_count(e.f, 1, "acct", "fence_token"), 10);
+    ck_assert_int_eq(redlock_fenced_set(e.c, 1, "acct", "400", 3, 11), REDLOCK_OK);
+    ck_assert_int_eq(fake_hash_count(e.f, 1, "acct", "value"), 400);
+    ck_assert_int_eq(fake_hash_len(e.f, 0, "acct"), 0);
+    ck_assert_int_eq(redlock_fenced_set(e.c, 2, "acct", "1", 1, 99), REDLOCK_EINVAL);
+    ck_assert_int_eq(redlock_fenced_set(e.c, 1, "", "1", 1, 99), REDLOCK_EINVAL);
+    fake_set(e.f, 1, FAKE_SILENT, 0);
+    ck_assert_int_eq(redlock_fenced_set(e.c, 1, "acct", "500", 3, 12), REDLOCK_ETIMEOUT);
+    fake_set(e.f, 1, FAKE_ERROR_REPLY, 1);
+    fake_set_error(e.f, 1, "OOM command not allowed");
+    ck_assert_int_eq(redlock_fenced_set(e.c, 1, "acct", "500", 3, 12), REDLOCK_EOOM);
+    env_close(&e);
+}
+END_TEST
+
+/* ------------------------------------------------------------------------ */
+
+static void add(Suite *s, const char *name, const TTest *t)
+{
+    TCase *tc = tcase_create(name);
+
+    tcase_set_timeout(tc, 60);
+    tcase_add_test(tc, t);
+    suite_add_tcase(s, tc);
+}
+
+int main(void)
+{
+    Suite *s = suite_create("quorum-unit");
+    SRunner *sr;
+    int failed;
+
+    add(s, "quorum_math", quorum_defaults_and_bounds);
+    add(s, "quorum_math", invalid_members_are_refused);
+    add(s, "quorum_math", grant_iff_quorum_free);
+    add(s, "quorum_math", multilock_different_names);
+    add(s, "quorum_math", single_node_semantics);
+    add(s, "decide_early", early_success_slow_minority);
+    add(s, "decide_early", early_failure_when_quorum_unreachable);
+    add(s, "decide_early", failure_releases_every_member_including_timed_out);
+    add(s, "decide_early", lost_reply_grant_is_undone);
+    add(s, "validity", validity_is_lease_minus_elapsed_minus_drift);
+    add(s, "validity", slow_quorum_waits_until_deadline);
+    add(s, "validity", waiter_wakes_on_release);
+    add(s, "release", unlock_with_frozen_minority_retries_in_background);
+    add(s, "release", background_release_gives_up_after_lease);
+    add(s, "release", release_retry_is_idempotent);
+    add(s, "release", force_unlock_counts_deleted_members);
+    add(s, "watchdog", watchdog_renews_on_quorum);
+    add(s, "watchdog", watchdog_loss_when_keys_vanish);
+    add(s, "watchdog", watchdog_loss_when_quorum_stops_answering);
+    add(s, "watchdog", watchdog_restores_vanished_member);
+    add(s, "watchdog", watchdog_never_restores_without_genuine_quorum);
+    add(s, "fencing", fencing_token_is_max_of_candidates);
+    add(s, "fencing", fencing_time_term_uses_fastest_member);
+    add(s, "fencing", fencing_writeback_needs_quorum);
+    add(s, "fencing", fencing_writeback_silent_or_not_held);
+    add(s, "fencing", fencing_frozen_minority_does_not_delay);
+    add(s, "fencing", fencing_reentry_keeps_token);
+    add(s, "fencing", unfenced_lock_has_no_token);
+    add(s, "fencing", fencing_restart_with_empty_store);
+    add(s, "fencing", fencing_tokens_monotonic_over_many_acquisitions);
+    add(s, "fencing", fenced_set_rules);
+    sr = srunner_create(s);
+    srunner_run_all(sr, CK_NORMAL);
+    failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}

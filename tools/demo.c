@@ -1,0 +1,754 @@
+/*
+ * redlock demo: mutual exclusion shown, then checked. Several `redlock
+ * exec` workers (this same program) compete for one lock on the local rig;
+ * inside the critical section each records its CLOCK_MONOTONIC start and
+ * end in a shared log and increments a shared counter file with a slow
+ * read-modify-write. Partway through, a minority of the nodes is frozen
+ * with SIGSTOP and later thawed with SIGCONT. The verdict checks every
+ * pair of sections for overlap and the counter for lost updates; the exit
+ * status is 0 only if both hold.
+ *
+ * CLOCK_MONOTONIC is one clock for every process on the machine, so
+ * intervals recorded by different workers compare directly.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "cli.h"
+
+#define DEMO_MAX_WORKERS 32
+#define DEMO_MAX_NODES 16
+#define DEMO_MAX_SECTIONS 20000
+#define NS_PER_MS 1000000LL
+
+enum { D_WORKERS = 1, D_SECONDS, D_BASE_PORT, D_NODES_COUNT };
+
+typedef struct section {
+    int worker;
+    long pid;
+    int64_t start_ns, end_ns, spawn_ns, validity_ms;
+    int complete;
+} section;
+
+typedef struct demo_worker {
+    pid_t pid;                /* 0 = idle */
+    int64_t spawn_ns;
+} demo_worker;
+
+typedef struct demo {
+    cli_globals *g;
+    const char *rig;
+    int workers, seconds, base_port, nodes;
+    int started_rig;
+    char tmpdir[64], log_path[96], counter_path[96], err_path[96];
+    char uris[DEMO_MAX_NODES * 32];
+    char lock_name[64];
+    pid_t frozen_pid[DEMO_MAX_NODES];
+    int frozen_node[DEMO_MAX_NODES];
+    int n_frozen;
+    int64_t t0, freeze_ns, thaw_ns;
+    demo_worker w[DEMO_MAX_WORKERS];
+    section *s;
+    size_t n_sections;
+    long log_offset;
+    char partial[256];
+    size_t partial_len;
+    int gave_up, failed, no_quorum, lost;
+} demo;
+
+static volatile sig_atomic_t interrupted;
+
+static void on_interrupt(int sig)
+{
+    interrupted = sig;
+}
+
+static double secs(const demo *d, int64_t ns)
+{
+    return (double)(ns - d->t0) / 1e9;
+}
+
+/* ---- the rig ---------------------------------------------------------------- */
+
+/* Counts the nodes that `rig status` reports up; -1 if there is no rig. */
+static int rig_nodes_up(demo *d, int *listed)
+{
+    char port[16], out[4096];
+    const char *args[] = {"status", "--base-port", port, NULL};
+    const char *line;
+    int up = 0;
+
+    snprintf(port, sizeof(port), "%d", d->base_port);
+    *listed = 0;
+    if (cli_run_rig(d->rig, args, out, sizeof(out), 1) != 0)
+        return -1;
+    for (line = out; line && *line; line = strchr(line, '\n') ? strchr(line, '\n') + 1 : NULL) {
+        char state[16];
+        unsigned i, p;
+
+        if (sscanf(line, "%u %u %*s %15s", &i, &p, state) != 3)
+            continue;
+        (*listed)++;
+        up += strcmp(state, "up") == 0;
+    }
+    return up;
+}
+
+static int rig_verb(demo *d, const char *verb, int quiet)
+{
+    char port[16], count[16];
+    const char *args[] = {verb, "--base-port", port, "--nodes", count, NULL};
+
+    snprintf(port, sizeof(port), "%d", d->base_port);
+    snprintf(count, sizeof(count), "%d", d->nodes);
+    if (strcmp(verb, "start") != 0)
+        args[3] = NULL;
+    return cli_run_rig(d->rig, args, NULL, 0, quiet);
+}
+
+static int ensure_rig(demo *d)
+{
+    int listed, up = rig_nodes_up(d, &listed);
+
+    if (up > 0 && up == listed) {
+        if (listed < 3) {
+            cli_error("demo", "the rig on port %d has %d node(s); the demo needs at least 3",
+                      d->base_port, listed);
+            return CLI_EX_USAGE;
+        }
+        d->nodes = listed;
+        printf("Using the running rig: %d nodes on 127.0.0.1:%d-%d.\n", listed, d->base_port,
+               d->base_port + listed - 1);
+        return 0;
+    }
+    if (up > 0) {
+        cli_error("demo", "the rig on port %d is only partly up (%d of %d nodes); "
+                  "run 'redlock rig stop --base-port %d' first",
+                  d->base_port, up, listed, d->base_port);
+        return CLI_EX_NOQUORUM;
+    }
+    printf("Starting a %d-node rig on 127.0.0.1:%d-%d...\n", d->nodes, d->base_port,
+           d->base_port + d->nodes - 1);
+    fflush(stdout);
+    if (rig_verb(d, "start", 0) != 0) {
+        cli_error("demo", "could not start the rig (see above)");
+        return CLI_EX_NOQUORUM;
+    }
+    d->started_rig = 1;
+    return 0;
+}
+
+static pid_t node_pid(demo *d, int node)
+{
+    char port[16], idx[16], out[64];
+    const char *args[] = {"pid", idx, "--base-port", port, NULL};
+
+    snprintf(port, sizeof(port), "%d", d->base_port);
+    snprintf(idx, sizeof(idx), "%d", node);
+    if (cli_run_rig(d->rig, args, out, sizeof(out), 0) != 0)
+        return -1;
+    return (pid_t)strtol(out, NULL, 10);
+}
+
+static void thaw_all(demo *d)
+{
+    int i;
+
+    for (i = 0; i < d->n_frozen; i++)
+        if (d->frozen_pid[i] > 0)
+            kill(d->frozen_pid[i], SIGCONT);
+}
+
+/* ---- workers ------------------------------------------------------------------ */
+
+static int spawn_worker(demo *d, int idx)
+{
+    const char *self = cli_self_exe();
+    char spawn[32], widx[16], hold[16], lease[16];
+    const char *argv[40];
+    size_t n = 0;
+    pid_t pid;
+
+    d->w[idx].spawn_ns = cli_now_ns();
+    snprintf(spawn, sizeof(spawn), "%lld", (long long)d->w[idx].spawn_ns);
+    snprintf(widx, sizeof(widx), "%d", idx + 1);
+    snprintf(hold, sizeof(hold), "%d", 20 + rand() % 60);
+    snprintf(lease, sizeof(lease), "%d", 10000);
+    argv[n++] = self;
+    argv[n++] = "--nodes";
+    argv[n++] = d->uris;
+    /* A short watchdog lease: keys a frozen node applies late (after the
+     * thaw) expire within seconds instead of the default 30. */
+    argv[n++] = "--watchdog-lease";
+    argv[n++] = lease;
+    if (d->g->user) {
+        argv[n++] = "--user";
+        argv[n++] = d->g->user;
+    }
+    argv[n++] = "exec";
+    argv[n++] = d->lock_name;
+    argv[n++] = "--wait";
+    argv[n++] = "5000";
+    argv[n++] = "--";
+    argv[n++] = self;
+    argv[n++] = "__demo-cs";
+    argv[n++] = d->tmpdir;
+    argv[n++] = widx;
+    argv[n++] = spawn;
+    argv[n++] = hold;
+    argv[n] = NULL;
+    pid = fork();
+    if (pid == 0) {
+        int out = open("/dev/null", O_WRONLY);
+        int err = open(d->err_path, O_WRONLY | O_APPEND | O_CREAT, 0600);
+
+        if (out >= 0)
+            dup2(out, STDOUT_FILENO);
+        if (err >= 0)
+            dup2(err, STDERR_FILENO);
+        execv(self, (char *const *)argv);
+        _exit(127);
+    }
+    if (pid < 0) {
+        cli_error("demo", "fork: %s", strerror(errno));
+        return -1;
+    }
+    d->w[idx].pid = pid;
+    return 0;
+}
+
+static void reap_workers(demo *d, int block)
+{
+    int i, status;
+
+    for (i = 0; i < d->workers; i++) {
+        pid_t r;
+
+        if (!d->w[i].pid)
+            continue;
+        r = waitpid(d->w[i].pid, &status, block ? 0 : WNOHANG);
+        if (r != d->w[i].pid)
+            continue;
+        d->w[i].pid = 0;
+        if (WIFEXITED(status) && WEXITSTATUS(status) == 0)
+            continue;
+        if (WIFEXITED(status) && WEXITSTATUS(status) == CLI_EX_TEMPFAIL)
+            d->gave_up++;
+        else if (WIFEXITED(status) && WEXITSTATUS(status) == CLI_EX_NOQUORUM)
+            d->no_quorum++;
+        else if (WIFEXITED(status) && WEXITSTATUS(status) == CLI_EX_LOST)
+            d->lost++;
+        else
+            d->failed++;
+    }
+}
+
+static int busy_workers(const demo *d)
+{
+    int i, n = 0;
+
+    for (i = 0; i < d->workers; i++)
+        n += d->w[i].pid != 0;
+    return n;
+}
+
+/* ---- the log -------------------------------------------------------------------- */
+
+static void print_section(demo *d, const section *s)
+{
+    char nodes[DEMO_MAX_NODES + 1];
+    int i, j, frozen;
+
+    for (i = 0; i < d->nodes && i < DEMO_MAX_NODES; i++) {
+        frozen = 0;
+        for (j = 0; j < d->n_frozen; j++)
+            frozen |= d->frozen_node[j] == i + 1 && d->freeze_ns && s->start_ns >= d->freeze_ns &&
+                      (!d->thaw_ns || s->start_ns < d->thaw_ns);
+        nodes[i] = frozen ? '-' : '#';
+    }
+    nodes[i] = '\0';
+    printf("%7.3f  worker %-2d  waited %5lld ms  held %4lld ms  nodes %s\n", secs(d, s->start_ns),
+           s->worker, (long long)((s->start_ns - s->spawn_ns) / NS_PER_MS),
+           (long long)((s->end_ns - s->start_ns) / NS_PER_MS), nodes);
+}
+
+static void parse_line(demo *d, const char *line)
+{
+    section s;
+    long long a, b, c, e;
+    size_t i;
+
+    memset(&s, 0, sizeof(s));
+    if (sscanf(line, "S %d %ld %lld", &s.worker, &s.pid, &a) == 3) {
+        if (d->n_sections == DEMO_MAX_SECTIONS)
+            return;
+        s.start_ns = a;
+        d->s[d->n_sections++] = s;
+        return;
+    }
+    if (sscanf(line, "E %d %ld %lld %lld %lld %lld", &s.worker, &s.pid, &a, &b, &c, &e) != 6)
+        return;
+    for (i = d->n_sections; i-- > 0;) {
+        section *t = &d->s[i];
+
+        if (t->pid == s.pid && t->start_ns == a && !t->complete) {
+            t->end_ns = b;
+            t->spawn_ns = c;
+            t->validity_ms = e;
+            t->complete = 1;
+            print_section(d, t);
+            return;
+        }
+    }
+}
+
+/* Reads what the workers appended since the last call. */
+static void read_log(demo *d)
+{
+    char buf[4096];
+    ssize_t n;
+    int fd = open(d->log_path, O_RDONLY);
+
+    if (fd < 0)
+        return;
+    while ((n = pread(fd, buf, sizeof(buf), d->log_offset)) > 0) {
+        ssize_t i;
+
+        d->log_offset += n;
+        for (i = 0; i < n; i++) {
+            if (buf[i] == '\n' || d->partial_len == sizeof(d->partial) - 1) {
+                d->partial[d->partial_len] = '\0';
+                parse_line(d, d->partial);
+                d->partial_len = 0;
+            } else {
+                d->partial[d->partial_len++] = buf[i];
+            }
+        }
+    }
+    close(fd);
+    fflush(stdout);
+}
+
+/* ---- the critical section (a worker, run by `redlock exec`) --------------- */
+
+static int append_line(const char *path, const char *line)
+{
+    int fd = open(path, O_WRONLY | O_APPEND | O_CREAT, 0600);
+    size_t len = strlen(line);
+    int ok;
+
+    if (fd < 0)
+        return -1;
+    /* One write() per line with O_APPEND: lines from different workers
+     * never interleave. */
+    ok = write(fd, line, len) == (ssize_t)len;
+    close(fd);
+    return ok ? 0 : -1;
+}
+
+static void sleep_ms(int64_t ms)
+{
+    struct timespec ts = {(time_t)(ms / 1000), (long)(ms % 1000) * 1000000L};
+
+    while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
+    }
+}
+
+/* Increments the counter with a deliberately slow read-modify-write: two
+ * workers inside at once would lose an update. */
+static int bump_counter(const char *path, int64_t hold_ms)
+{
+    char buf[32];
+    long long v = 0;
+    ssize_t n;
+    int fd = open(path, O_RDWR | O_CREAT, 0600), len;
+
+    if (fd < 0)
+        return -1;
+    n = pread(fd, buf, sizeof(buf) - 1, 0);
+    if (n > 0) {
+        buf[n] = '\0';
+        v = strtoll(buf, NULL, 10);
+    }
+    sleep_ms(hold_ms);
+    len = snprintf(buf, sizeof(buf), "%lld\n", v + 1);
+    n = pwrite(fd, buf, (size_t)len, 0);
+    close(fd);
+    return n == len ? 0 : -1;
+}
+
+int cli_cmd_demo_cs(int argc, char **argv)
+{
+    char path[256], counter[256], line[256];
+    const char *validity = getenv("REDLOCK_VALIDITY_MS");
+    int64_t start, end, spawn_ns, hold_ms;
+    long long worker;
+
+    if (argc != 4 || !validity) {
+        fprintf(stderr, "redlock: __demo-cs: internal command of 'redlock demo'\n");
+        return CLI_EX_USAGE;
+    }
+    start = cli_now_ns();
+    worker = strtoll(argv[1], NULL, 10);
+    spawn_ns = strtoll(argv[2], NULL, 10);
+    hold_ms = strtoll(argv[3], NULL, 10);
+    snprintf(path, sizeof(path), "%s/sections.log", argv[0]);
+    snprintf(counter, sizeof(counter), "%s/counter", argv[0]);
+    snprintf(line, sizeof(line), "S %lld %ld %lld\n", worker, (long)getpid(), (long long)start);
+    if (append_line(path, line) != 0 || bump_counter(counter, hold_ms) != 0) {
+        fprintf(stderr, "redlock: __demo-cs: %s: %s\n", argv[0], strerror(errno));
+        return CLI_EX_SOFTWARE;
+    }
+    end = cli_now_ns();
+    snprintf(line, sizeof(line), "E %lld %ld %lld %lld %lld %s\n", worker, (long)getpid(),
+             (long long)start, (long long)end, (long long)spawn_ns, validity);
+    if (append_line(path, line) != 0) {
+        fprintf(stderr, "redlock: __demo-cs: %s: %s\n", path, strerror(errno));
+        return CLI_EX_SOFTWARE;
+    }
+    return 0;
+}
+
+/* ---- the verdict ---------------------------------------------------------------- */
+
+static int cmp_start(const void *a, const void *b)
+{
+    const section *x = a, *y = b;
+
+    return x->start_ns < y->start_ns ? -1 : x->start_ns > y->start_ns;
+}
+
+static long long read_counter(const demo *d)
+{
+    FILE *f = fopen(d->counter_path, "r");
+    long long v = 0;
+
+    if (!f)
+        return 0;
+    if (fscanf(f, "%lld", &v) != 1)
+        v = -1;
+    fclose(f);
+    return v;
+}
+
+static void print_worker_errors(const demo *d)
+{
+    char line[512];
+    FILE *f = fopen(d->err_path, "r");
+    int shown = 0;
+
+    if (!f)
+        return;
+    while (fgets(line, sizeof(line), f) && shown < 5) {
+        printf("    %s", line);
+        shown++;
+    }
+    fclose(f);
+}
+
+static int verdict(demo *d)
+{
+    size_t i, complete = 0, incomplete = 0, overlaps = 0, during_freeze = 0;
+    int64_t longest_wait = 0, longest_hold = 0, min_gap = INT64_MAX, max_end = 0;
+    int longest_worker = 0, beyond_validity = 0;
+    long long counter = read_counter(d);
+    int ok;
+
+    qsort(d->s, d->n_sections, sizeof(d->s[0]), cmp_start);
+    for (i = 0; i < d->n_sections; i++) {
+        section *s = &d->s[i];
+
+        if (!s->complete) {
+            incomplete++;
+            continue;
+        }
+        complete++;
+        if (s->start_ns - s->spawn_ns > longest_wait) {
+            longest_wait = s->start_ns - s->spawn_ns;
+            longest_worker = s->worker;
+        }
+        if (s->end_ns - s->start_ns > longest_hold)
+            longest_hold = s->end_ns - s->start_ns;
+        if ((s->end_ns - s->start_ns) / NS_PER_MS >= s->validity_ms)
+            beyond_validity++;
+        if (d->freeze_ns && s->start_ns >= d->freeze_ns && (!d->thaw_ns || s->start_ns < d->thaw_ns))
+            during_freeze++;
+        /* Sorted by start, a section overlaps an earlier one exactly when
+         * it starts before the latest end seen so far. */
+        if (max_end && s->start_ns <= max_end)
+            overlaps++;
+        else if (max_end && s->start_ns - max_end < min_gap)
+            min_gap = s->start_ns - max_end;
+        if (s->end_ns > max_end)
+            max_end = s->end_ns;
+    }
+    ok = complete > 0 && overlaps == 0 && incomplete == 0 && counter == (long long)complete &&
+         !beyond_validity;
+    printf("\nVerdict\n");
+    printf("  acquisitions        %zu (%zu while %d of %d nodes were frozen)\n", complete,
+           during_freeze, d->n_frozen, d->nodes);
+    printf("  longest wait        %lld ms (worker %d)\n", (long long)(longest_wait / NS_PER_MS),
+           longest_worker);
+    printf("  longest hold        %lld ms\n", (long long)(longest_hold / NS_PER_MS));
+    printf("  workers that gave up after --wait: %d; no quorum: %d; lost: %d; other errors: %d\n",
+           d->gave_up, d->no_quorum, d->lost, d->failed);
+    if (d->failed || d->lost || d->no_quorum)
+        print_worker_errors(d);
+    printf("  incomplete sections %zu\n", incomplete);
+    printf("  overlapping pairs   %zu", overlaps);
+    if (min_gap != INT64_MAX)
+        printf(" (smallest gap between two sections: %.3f ms)", (double)min_gap / 1e6);
+    printf("\n  shared counter      %lld after %zu increments%s\n", counter, complete,
+           counter == (long long)complete ? " (no lost update)" : " (LOST UPDATES)");
+    if (beyond_validity)
+        printf("  sections past their validity: %d\n", beyond_validity);
+    if (ok)
+        printf("PASS: no two of the %zu critical sections overlapped (CLOCK_MONOTONIC stamps).\n",
+               complete);
+    else if (complete == 0)
+        printf("FAIL: no critical section completed.\n");
+    else
+        printf("FAIL: mutual exclusion was not shown (see above).\n");
+    return ok ? 0 : 1;
+}
+
+/* ---- the command ---------------------------------------------------------------- */
+
+static int parse_demo(cli_globals *g, int argc, char **argv, demo *d)
+{
+    static const cli_opt opts[] = {{"workers", 0, 1, D_WORKERS},
+                                   {"seconds", 0, 1, D_SECONDS},
+                                   {"base-port", 0, 1, D_BASE_PORT},
+                                   {"nodes-count", 0, 1, D_NODES_COUNT},
+                                   {NULL, 0, 0, 0}};
+    cli_args a = {argc, argv, 0, "demo", g};
+    const char *v;
+    int id;
+
+    d->workers = 6;
+    d->seconds = 15;
+    d->base_port = 7001;
+    d->nodes = 5;
+    while ((id = cli_next(&a, opts, &v)) != CLI_ARG_END) {
+        switch (id) {
+        case CLI_OPT_HELP:
+            cli_usage("demo", 0);
+            return -1;
+        case CLI_ARG_ERROR:
+            return CLI_EX_USAGE;
+        case D_WORKERS:
+            if (cli_parse_int("--workers", v, 2, DEMO_MAX_WORKERS, &d->workers))
+                return CLI_EX_USAGE;
+            break;
+        case D_SECONDS:
+            if (cli_parse_int("--seconds", v, 3, 600, &d->seconds))
+                return CLI_EX_USAGE;
+            break;
+        case D_BASE_PORT:
+            if (cli_parse_int("--base-port", v, 1, 65535 - DEMO_MAX_NODES, &d->base_port))
+                return CLI_EX_USAGE;
+            break;
+        case D_NODES_COUNT:
+            if (cli_parse_int("--nodes-count", v, 3, DEMO_MAX_NODES, &d->nodes))
+                return CLI_EX_USAGE;
+            break;
+        default:
+            cli_error("demo", "unexpected argument '%s'", v ? v : "--");
+            return CLI_EX_USAGE;
+        }
+    }
+    if (g->nodes_buf) {
+        cli_error("demo", "--nodes does not apply: the demo runs on the local rig "
+                          "(choose it with --base-port)");
+        return CLI_EX_USAGE;
+    }
+    return 0;
+}
+
+static int setup_files(demo *d)
+{
+    size_t i, len = 0;
+    int fd;
+
+    snprintf(d->tmpdir, sizeof(d->tmpdir), "%s", "/tmp/redlock-demo-XXXXXX");
+    if (!mkdtemp(d->tmpdir)) {
+        cli_error("demo", "mkdtemp: %s", strerror(errno));
+        return -1;
+    }
+    snprintf(d->log_path, sizeof(d->log_path), "%s/sections.log", d->tmpdir);
+    snprintf(d->counter_path, sizeof(d->counter_path), "%s/counter", d->tmpdir);
+    snprintf(d->err_path, sizeof(d->err_path), "%s/workers.err", d->tmpdir);
+    if ((fd = open(d->log_path, O_WRONLY | O_CREAT | O_TRUNC, 0600)) >= 0)
+        close(fd);
+    for (i = 0; i < (size_t)d->nodes; i++)
+        len += (size_t)snprintf(d->uris + len, sizeof(d->uris) - len, "%sredis://127.0.0.1:%d",
+                                i ? "," : "", d->base_port + (int)i);
+    snprintf(d->lock_name, sizeof(d->lock_name), "redlock-demo:%ld", (long)getpid());
+    return 0;
+}
+
+static void remove_files(demo *d)
+{
+    unlink(d->log_path);
+    unlink(d->counter_path);
+    unlink(d->err_path);
+    rmdir(d->tmpdir);
+}
+
+static void freeze(demo *d)
+{
+    int i, node;
+
+    printf("%7.3f  ---- SIGSTOP", secs(d, cli_now_ns()));
+    /* Every second node (2, 4, ...): a minority, so a quorum stays. */
+    for (i = 0, node = 2; node <= d->nodes && i < (d->nodes - 1) / 2; node += 2, i++) {
+        d->frozen_node[i] = node;
+        d->frozen_pid[i] = node_pid(d, node);
+        if (d->frozen_pid[i] > 0 && kill(d->frozen_pid[i], SIGSTOP) == 0)
+            printf(" node %d (port %d, pid %ld)", node, d->base_port + node - 1,
+                   (long)d->frozen_pid[i]);
+        else
+            printf(" node %d (FAILED)", node);
+        d->n_frozen = i + 1;
+    }
+    d->freeze_ns = cli_now_ns();
+    printf(": %d of %d nodes answer, quorum is %d\n", d->nodes - d->n_frozen, d->nodes,
+           d->nodes / 2 + 1);
+    fflush(stdout);
+}
+
+static void thaw(demo *d)
+{
+    int i;
+
+    thaw_all(d);
+    d->thaw_ns = cli_now_ns();
+    printf("%7.3f  ---- SIGCONT", secs(d, d->thaw_ns));
+    for (i = 0; i < d->n_frozen; i++)
+        printf(" node %d", d->frozen_node[i]);
+    printf(": all %d nodes answer again\n", d->nodes);
+    fflush(stdout);
+}
+
+/* Spawns workers until the end of the run, freezing and thawing on the
+ * way, then lets the workers in flight finish (bounded by their --wait). */
+static void run_workers(demo *d)
+{
+    int64_t end = d->t0 + (int64_t)d->seconds * 1000 * NS_PER_MS;
+    int64_t freeze_at = d->t0 + (int64_t)d->seconds * 1000 * NS_PER_MS / 3;
+    int64_t thaw_at = d->t0 + (int64_t)d->seconds * 2000 * NS_PER_MS / 3;
+    int64_t drain_end = end + 8000 * NS_PER_MS, now;
+    int i, term_sent = 0;
+
+    printf("   time  worker     waited        held       nodes (# up, - frozen)\n");
+    while ((now = cli_now_ns()) < drain_end) {
+        if (interrupted)
+            break;
+        if (now >= freeze_at && !d->freeze_ns)
+            freeze(d);
+        if (now >= thaw_at && d->freeze_ns && !d->thaw_ns)
+            thaw(d);
+        reap_workers(d, 0);
+        if (now < end) {
+            for (i = 0; i < d->workers; i++)
+                if (!d->w[i].pid && spawn_worker(d, i) != 0)
+                    break;
+        } else if (busy_workers(d) == 0) {
+            break;
+        }
+        read_log(d);
+        sleep_ms(20);
+    }
+    if (d->freeze_ns && !d->thaw_ns)
+        thaw(d);
+    /* Interrupted or overrun: SIGTERM makes each exec forward it and
+     * release its lock; SIGKILL two seconds later as a last resort. */
+    for (i = 0; i < d->workers; i++) {
+        if (d->w[i].pid) {
+            kill(d->w[i].pid, SIGTERM);
+            term_sent = 1;
+        }
+    }
+    if (term_sent) {
+        int64_t kill_at = cli_now_ns() + 2000 * NS_PER_MS;
+
+        while (busy_workers(d) && cli_now_ns() < kill_at) {
+            reap_workers(d, 0);
+            sleep_ms(20);
+        }
+        for (i = 0; i < d->workers; i++)
+            if (d->w[i].pid)
+                kill(d->w[i].pid, SIGKILL);
+        reap_workers(d, 1);
+    }
+    read_log(d);
+}
+
+int cli_cmd_demo(cli_globals *g, int argc, char **argv)
+{
+    demo d;
+    struct sigaction sa, old_int, old_term, old_hup;
+    int rc;
+
+    memset(&d, 0, sizeof(d));
+    d.g = g;
+    if ((rc = parse_demo(g, argc, argv, &d)) != 0)
+        return rc < 0 ? 0 : rc;
+    if (!cli_self_exe()) {
+        cli_error("demo", "cannot find this program in /proc/self/exe");
+        return CLI_EX_SOFTWARE;
+    }
+    if (!(d.rig = cli_find_rig()))
+        return CLI_EX_SOFTWARE;
+    if (!(d.s = calloc(DEMO_MAX_SECTIONS, sizeof(*d.s)))) {
+        cli_error("demo", "out of memory");
+        return CLI_EX_SOFTWARE;
+    }
+    memset(&sa, 0, sizeof(sa));
+    sa.sa_handler = on_interrupt;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, &old_int);
+    sigaction(SIGTERM, &sa, &old_term);
+    sigaction(SIGHUP, &sa, &old_hup);
+    if ((rc = ensure_rig(&d)) != 0)
+        goto out;
+    if (setup_files(&d) != 0) {
+        rc = CLI_EX_SOFTWARE;
+        goto out;
+    }
+    srand((unsigned)getpid());
+    printf("%d workers compete for lock '%s' on %d nodes (quorum %d) for %d s;\n"
+           "each appends its CLOCK_MONOTONIC start/end to %s.\n\n",
+           d.workers, d.lock_name, d.nodes, d.nodes / 2 + 1, d.seconds, d.log_path);
+    fflush(stdout);
+    d.t0 = cli_now_ns();
+    run_workers(&d);
+    if (interrupted) {
+        cli_error("demo", "interrupted by signal %d", (int)interrupted);
+        rc = 128 + (int)interrupted;
+    } else {
+        rc = verdict(&d);
+    }
+    remove_files(&d);
+out:
+    thaw_all(&d);
+    if (d.started_rig) {
+        printf("Stopping the rig the demo started.\n");
+        fflush(stdout);
+        if (rig_verb(&d, "stop", 0) != 0)
+            cli_warn("demo", "stopping the rig failed");
+    }
+    sigaction(SIGINT, &old_int, NULL);
+    sigaction(SIGTERM, &old_term, NULL);
+    sigaction(SIGHUP, &old_hup, NULL);
+    free(d.s);
+    return rc;
+}

@@ -1,0 +1,287 @@
+/*
+ * redlock status NAME: what every node stores for the lock, and whether one
+ * holder holds it on a quorum. redlock unlock NAME --force: deletes it on
+ * every node, whoever holds it.
+ */
+#include <pthread.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "cli.h"
+
+/* Parses "COMMAND NAME [options]" for status and unlock. */
+static int parse_name(cli_globals *g, const char *cmd, int argc, char **argv,
+                      const cli_opt *opts, int *force, const char **name)
+{
+    cli_args a = {argc, argv, 0, cmd, g};
+    const char *v;
+    int id;
+
+    *name = NULL;
+    while ((id = cli_next(&a, opts, &v)) != CLI_ARG_END) {
+        switch (id) {
+        case CLI_OPT_HELP:
+            cli_usage(cmd, 0);
+            return -1;
+        case CLI_ARG_ERROR:
+            return CLI_EX_USAGE;
+        case CLI_ARG_POSITIONAL:
+            if (*name) {
+                cli_error(cmd, "unexpected argument '%s' (one lock NAME)", v);
+                return CLI_EX_USAGE;
+            }
+            *name = v;
+            break;
+        case CLI_ARG_DASHDASH:
+            cli_error(cmd, "unexpected '--'");
+            return CLI_EX_USAGE;
+        default:
+            if (force) {
+                *force = 1;
+                break;
+            }
+            cli_error(cmd, "internal error: unexpected option %d", id);
+            return CLI_EX_SOFTWARE;
+        }
+    }
+    if (!*name) {
+        cli_error(cmd, "missing lock NAME");
+        return CLI_EX_USAGE;
+    }
+    return 0;
+}
+
+/* Members are read in parallel, one thread each, so a frozen node costs
+ * one inspection timeout in total rather than one per node. */
+typedef struct probe {
+    pthread_t thread;
+    redlock_lock *lock;
+    size_t member;
+    int rc;
+    char error[128];  /* the size of redlock_member_state.message */
+    redlock_member_state st;
+} probe;
+
+static void *probe_main(void *arg)
+{
+    probe *p = arg;
+
+    p->rc = redlock_lock_inspect(p->lock, p->member, &p->st);
+    if (p->rc != REDLOCK_OK)
+        snprintf(p->error, sizeof(p->error), "%s", redlock_last_error());
+    return NULL;
+}
+
+static void inspect_all(redlock_lock *lock, probe *p, size_t n)
+{
+    size_t i;
+
+    for (i = 0; i < n; i++) {
+        memset(&p[i], 0, sizeof(p[i]));
+        p[i].lock = lock;
+        p[i].member = i;
+        p[i].st.pttl_ms = -2;
+        if (pthread_create(&p[i].thread, NULL, probe_main, &p[i]) != 0) {
+            /* Too many threads: read this member here instead. */
+            probe_main(&p[i]);
+            p[i].thread = pthread_self();
+        }
+    }
+    for (i = 0; i < n; i++)
+        if (!pthread_equal(p[i].thread, pthread_self()))
+            pthread_join(p[i].thread, NULL);
+    for (i = 0; i < n; i++) {
+        if (p[i].rc != REDLOCK_OK) {
+            p[i].st.reachable = 0;
+            p[i].st.err = p[i].rc;
+            snprintf(p[i].st.message, sizeof(p[i].st.message), "%s", p[i].error);
+        }
+    }
+}
+
+typedef struct verdict {
+    size_t reachable;
+    const char *holder;       /* the field held on the most members */
+    size_t holder_nodes;
+    int held;                 /* holder_nodes >= quorum */
+} verdict;
+
+static verdict decide(const probe *p, size_t n, int quorum)
+{
+    verdict v = {0, NULL, 0, 0};
+    size_t i, j, count;
+
+    for (i = 0; i < n; i++) {
+        if (!p[i].st.reachable)
+            continue;
+        v.reachable++;
+        if (!p[i].st.exists || !p[i].st.holder[0])
+            continue;
+        count = 0;
+        for (j = 0; j < n; j++)
+            count += p[j].st.reachable && p[j].st.exists &&
+                     strcmp(p[j].st.holder, p[i].st.holder) == 0;
+        if (count > v.holder_nodes) {
+            v.holder_nodes = count;
+            v.holder = p[i].st.holder;
+        }
+    }
+    v.held = v.holder && (int)v.holder_nodes >= quorum;
+    return v;
+}
+
+static void print_json(redlock_client *c, const char *name, int quorum, const probe *p,
+                       size_t n, const verdict *v)
+{
+    size_t i;
+
+    printf("{\"name\":");
+    cli_json_string(name);
+    printf(",\"quorum\":%d,\"nodes\":[", quorum);
+    for (i = 0; i < n; i++) {
+        const redlock_member_state *st = &p[i].st;
+
+        printf("%s{\"node\":", i ? "," : "");
+        cli_json_string(redlock_client_node_name(c, i));
+        printf(",\"reachable\":%s", st->reachable ? "true" : "false");
+        if (!st->reachable) {
+            printf(",\"error\":");
+            cli_json_string(st->message[0] ? st->message : redlock_strerror(st->err));
+            printf("}");
+            continue;
+        }
+        printf(",\"exists\":%s,\"holder\":", st->exists ? "true" : "false");
+        if (st->exists && st->holder[0])
+            cli_json_string(st->holder);
+        else
+            printf("null");
+        printf(",\"holders\":%zu,\"hold_count\":%lld,\"pttl_ms\":%lld,\"token\":%llu}",
+               st->holders, (long long)st->hold_count, (long long)st->pttl_ms,
+               (unsigned long long)st->token);
+    }
+    printf("],\"reachable\":%zu,\"holder\":", v->reachable);
+    if (v->holder)
+        cli_json_string(v->holder);
+    else
+        printf("null");
+    printf(",\"holder_nodes\":%zu,\"held_by_quorum\":%s}\n", v->holder_nodes,
+           v->held ? "true" : "false");
+}
+
+static void print_text(redlock_client *c, const char *name, int quorum, const probe *p,
+                       size_t n, const verdict *v)
+{
+    size_t i;
+
+    printf("lock '%s' on %zu node(s), quorum %d\n", name, n, quorum);
+    printf("%-24s %-9s %-48s %5s %9s %s\n", "NODE", "REACHABLE", "HOLDER", "COUNT", "PTTL_MS",
+           "TOKEN");
+    for (i = 0; i < n; i++) {
+        const redlock_member_state *st = &p[i].st;
+        char holder[200];
+
+        if (!st->reachable) {
+            printf("%-24s %-9s %s\n", redlock_client_node_name(c, i), "no",
+                   st->message[0] ? st->message : redlock_strerror(st->err));
+            continue;
+        }
+        if (!st->exists)
+            snprintf(holder, sizeof(holder), "-");
+        else if (st->holders > 1)
+            snprintf(holder, sizeof(holder), "%s (+%zu more)", st->holder, st->holders - 1);
+        else
+            snprintf(holder, sizeof(holder), "%s", st->holder[0] ? st->holder : "?");
+        printf("%-24s %-9s %-48s %5lld %9lld %llu\n", redlock_client_node_name(c, i), "yes",
+               holder, (long long)(st->exists ? st->hold_count : 0), (long long)st->pttl_ms,
+               (unsigned long long)st->token);
+    }
+    if (v->held)
+        printf("held by quorum: yes (%s on %zu of %zu node(s))\n", v->holder, v->holder_nodes, n);
+    else if (v->holder)
+        printf("held by quorum: no (%s on only %zu of %zu node(s))\n", v->holder,
+               v->holder_nodes, n);
+    else
+        printf("held by quorum: no (free)\n");
+}
+
+int cli_cmd_status(cli_globals *g, int argc, char **argv)
+{
+    static const cli_opt opts[] = {{NULL, 0, 0, 0}};
+    probe p[64];
+    redlock_client *c = NULL;
+    redlock_lock *lock = NULL;
+    const char *name;
+    verdict v;
+    size_t n;
+    int rc, quorum;
+
+    if ((rc = parse_name(g, "status", argc, argv, opts, NULL, &name)) != 0)
+        return rc < 0 ? 0 : rc;
+    if ((rc = cli_client_new(g, &c)) != 0)
+        return rc;
+    if ((rc = cli_lock_new(g, c, name, 0, &lock)) != 0)
+        goto out;
+    n = redlock_lock_member_count(lock);
+    quorum = redlock_lock_quorum(lock);
+    inspect_all(lock, p, n);
+    v = decide(p, n, quorum);
+    if (g->json)
+        print_json(c, name, quorum, p, n, &v);
+    else
+        print_text(c, name, quorum, p, n, &v);
+    if ((int)v.reachable < quorum) {
+        cli_error(name, "%zu of %zu node(s) answered, quorum is %d", v.reachable, n, quorum);
+        rc = CLI_EX_NOQUORUM;
+    }
+out:
+    redlock_lock_free(lock);
+    redlock_client_free(c);
+    return rc;
+}
+
+int cli_cmd_unlock(cli_globals *g, int argc, char **argv)
+{
+    static const cli_opt opts[] = {{"force", 'f', 0, 1}, {NULL, 0, 0, 0}};
+    redlock_client *c = NULL;
+    redlock_lock *lock = NULL;
+    const char *name;
+    size_t released = 0;
+    int rc, force = 0;
+
+    if ((rc = parse_name(g, "unlock", argc, argv, opts, &force, &name)) != 0)
+        return rc < 0 ? 0 : rc;
+    if (!force) {
+        cli_error("unlock", "--force is required: the current holder loses the lock");
+        return CLI_EX_USAGE;
+    }
+    if ((rc = cli_client_new(g, &c)) != 0)
+        return rc;
+    if ((rc = cli_lock_new(g, c, name, 0, &lock)) != 0)
+        goto out;
+    switch (redlock_force_unlock(lock, &released)) {
+    case REDLOCK_OK:
+        break;
+    case REDLOCK_ENO_QUORUM:
+        cli_error(name, "%s", redlock_last_error());
+        rc = CLI_EX_NOQUORUM;
+        goto out;
+    default:
+        cli_error(name, "force unlock: %s", redlock_last_error());
+        rc = CLI_EX_SOFTWARE;
+        goto out;
+    }
+    if (g->json) {
+        printf("{\"name\":");
+        cli_json_string(name);
+        printf(",\"released_nodes\":%zu,\"was_locked\":%s}\n", released,
+               released ? "true" : "false");
+    } else if (released) {
+        printf("lock '%s' released on %zu node(s)\n", name, released);
+    } else {
+        printf("lock '%s' was free\n", name);
+    }
+out:
+    redlock_lock_free(lock);
+    redlock_client_free(c);
+    return rc;
+}

@@ -393,8 +393,12 @@ int redlock_acquire_as(redlock_lock *l, uint64_t owner, int64_t wait_ms, int64_t
         return redlock__fail(rc, "lock '%s' not acquired within %lld ms", l->members[0].name,
                              (long long)wait_ms);
     case REDLOCK_ENO_QUORUM:
-        return redlock__fail(rc, "lock '%s': %d of %zu members reachable, quorum is %d%s%s",
-                             l->members[0].name, res.granted + res.busy, l->n, l->quorum,
+        /* The attempt stops as soon as Q is out of reach, so members that
+         * had not answered yet are neither reachable nor failed: say what
+         * is known. */
+        return redlock__fail(rc,
+                             "lock '%s': no quorum: %d of %zu members failed, quorum is %d%s%s",
+                             l->members[0].name, res.failed, l->n, l->quorum,
                              *first_failure(l) ? "; " : "", first_failure(l));
     default:
         return rc;

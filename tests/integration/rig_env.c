@@ -4,6 +4,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
+#include <errno.h>
+#include <time.h>
+#include <unistd.h>
 
 #define MAX_KEYS 64
 
@@ -117,4 +120,44 @@ const char *rig_cli(size_t node, const char *args)
     while (n > 0 && (out[n - 1] == '\n' || out[n - 1] == '\r'))
         out[--n] = '\0';
     return out;
+}
+
+int64_t rig_now_us(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+}
+
+int64_t rig_now_ms(void)
+{
+    return rig_now_us() / 1000;
+}
+
+void rig_sleep_ms(int64_t ms)
+{
+    struct timespec ts = {(time_t)(ms / 1000), (long)(ms % 1000) * 1000000L};
+
+    while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
+        ;
+}
+
+void rig_unique_name(char *buf, size_t cap, const char *prefix, const char *tag)
+{
+    static unsigned seq;
+
+    snprintf(buf, cap, "%s:%s:%ld:%u", prefix, tag, (long)getpid(), ++seq);
+}
+
+void rig_heal(size_t n)
+{
+    size_t i;
+
+    for (i = 0; i < n; i++) {
+        if (rig_node("pid", i) != 0)
+            rig_node("restart", i);
+        else
+            rig_node("thaw", i);
+    }
 }

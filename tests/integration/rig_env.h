@@ -4,6 +4,7 @@
 #define REDLOCK_TESTS_RIG_ENV_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 /* The value of KEY in the rig file; aborts the test run (never skips) if
  * the file or the key is missing. */
@@ -24,5 +25,18 @@ int rig_node(const char *verb, size_t node);
 /* Runs a redis-cli command against plain node i and returns its stdout
  * (trimmed, static buffer), e.g. rig_cli(0, "HGETALL mylock"). */
 const char *rig_cli(size_t node, const char *args);
+
+/* CLOCK_MONOTONIC, the clock the library measures leases on. */
+int64_t rig_now_ms(void);
+int64_t rig_now_us(void);
+void rig_sleep_ms(int64_t ms);
+
+/* "<prefix>:<tag>:<pid>:<seq>": a lock name no other case or run uses. */
+void rig_unique_name(char *buf, size_t cap, const char *prefix, const char *tag);
+
+/* Thaws plain nodes 0..n-1, restarting any that is not running, so a case
+ * starts on a healthy rig whatever the previous one did. A frozen node is
+ * thawed before anything talks to it (redis-cli would hang on it). */
+void rig_heal(size_t n);
 
 #endif

@@ -26,30 +26,6 @@
 /* ------------------------------------------------------------------------ */
 /* Helpers. */
 
-static void sleep_ms(int64_t ms)
-{
-    usleep((useconds_t)(ms * 1000));
-}
-
-static void heal(void)
-{
-    size_t i;
-
-    for (i = 0; i < N_NODES; i++) {
-        if (rig_node("pid", i) != 0)
-            rig_node("restart", i);
-        else
-            rig_node("thaw", i);
-    }
-}
-
-static void unique_name(char *buf, size_t cap, const char *tag)
-{
-    static unsigned seq;
-
-    snprintf(buf, cap, "f:%s:%ld:%u", tag, (long)getpid(), ++seq);
-}
-
 /* A client over the first n plain nodes. */
 static redlock_client *client_over(size_t n)
 {
@@ -153,6 +129,12 @@ static void my_field(redlock_client *c, char *buf, size_t cap)
 /* ------------------------------------------------------------------------ */
 /* 1. Strictly increasing across acquisitions and clients. */
 
+/* Each case starts on a healthy rig (every node thawed or restarted). */
+static void heal(void)
+{
+    rig_heal(N_NODES);
+}
+
 START_TEST(test_tokens_increase_across_clients)
 {
     redlock_client *c[2] = {client_over(N_NODES), client_over(N_NODES)};
@@ -161,7 +143,7 @@ START_TEST(test_tokens_increase_across_clients)
     uint64_t last = 0;
     int i;
 
-    unique_name(name, sizeof(name), "clients");
+    rig_unique_name(name, sizeof(name), "f", "clients");
     l[0] = fenced_lock(c[0], name);
     l[1] = fenced_lock(c[1], name);
     for (i = 0; i < 100; i++) {
@@ -244,7 +226,7 @@ START_TEST(test_tokens_increase_under_contention)
 
     memset(&k, 0, sizeof(k));
     pthread_mutex_init(&k.mu, NULL);
-    unique_name(name, sizeof(name), "contend");
+    rig_unique_name(name, sizeof(name), "f", "contend");
     k.name = name;
     k.uris = rig_plain_uris();
     for (i = 0; i < 2; i++)
@@ -272,11 +254,11 @@ START_TEST(test_token_stored_on_every_member)
     uint64_t t, t2;
     size_t i, confirmed = 0;
 
-    unique_name(name, sizeof(name), "stored");
+    rig_unique_name(name, sizeof(name), "f", "stored");
     my_field(c, field, sizeof(field));
     l = fenced_lock(c, name);
     t = acquire_token(l, 5000, 10000);
-    sleep_ms(200); /* let stragglers' requests land */
+    rig_sleep_ms(200); /* let stragglers' requests land */
     assert_token_stored(name, field, t);
     for (i = 0; i < N_NODES; i++) {
         ck_assert_int_eq(redlock_lock_inspect(l, i, &st), REDLOCK_OK);
@@ -299,7 +281,7 @@ START_TEST(test_token_stored_on_every_member)
      * grants and stores at least it. */
     t2 = acquire_token(l, 5000, 10000);
     ck_assert_uint_gt(t2, t);
-    sleep_ms(200);
+    rig_sleep_ms(200);
     ck_assert_uint_eq(assert_token_stored(name, field, t2), N_NODES);
     ck_assert_int_eq(redlock_unlock(l), REDLOCK_OK);
     redlock_lock_free(l);
@@ -318,7 +300,7 @@ START_TEST(test_restart_without_persistence_keeps_increasing)
     uint64_t t1, t2, t3;
     size_t i;
 
-    unique_name(name, sizeof(name), "restart");
+    rig_unique_name(name, sizeof(name), "f", "restart");
     l = fenced_lock(c, name);
     t1 = acquire_token(l, 5000, 10000);
     ck_assert_int_eq(redlock_unlock(l), REDLOCK_OK);
@@ -372,7 +354,7 @@ START_TEST(test_fenced_set_rules)
     uint64_t t, stored;
 
     ck_assert_int_eq(redlock_client_new(&storage, &uri, 1, NULL), REDLOCK_OK);
-    unique_name(name, sizeof(name), "fenced");
+    rig_unique_name(name, sizeof(name), "f", "fenced");
     snprintf(key, sizeof(key), "%s:resource", name);
     l = fenced_lock(locks, name);
     t = acquire_token(l, 5000, 10000);
@@ -417,13 +399,13 @@ START_TEST(test_stale_holder_write_rejected)
     int held = 1;
 
     ck_assert_int_eq(redlock_client_new(&storage, &uri, 1, NULL), REDLOCK_OK);
-    unique_name(name, sizeof(name), "stale");
+    rig_unique_name(name, sizeof(name), "f", "stale");
     snprintf(key, sizeof(key), "%s:resource", name);
     la = fenced_lock(a, name);
     lb = fenced_lock(b, name);
 
     ta = acquire_token(la, 5000, 300);
-    sleep_ms(600); /* a's lease expires on every member */
+    rig_sleep_ms(600); /* a's lease expires on every member */
     tb = acquire_token(lb, 5000, 10000);
     ck_assert_uint_gt(tb, ta);
     ck_assert_int_eq(redlock_fenced_set(storage, 0, key, "from-b", 6, tb), REDLOCK_OK);

@@ -31,6 +31,7 @@
 #include "lock/internal.h"
 #include "redlock/redlock.h"
 #include "resp/scripts.h"
+#include "rig_env.h"
 
 /* Client timeouts used throughout, and the slack every time bound gets: the
  * machine is shared and the suite runs under sanitizers. Under valgrind
@@ -467,21 +468,6 @@ static const char *hostile_uri(const hostile *h)
 /* ------------------------------------------------------------------------ */
 /* Helpers. */
 
-static int64_t now_ms(void)
-{
-    struct timespec ts;
-
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-static void sleep_ms(int ms)
-{
-    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
-
-    nanosleep(&ts, NULL);
-}
-
 static redlock_options test_options(void)
 {
     redlock_options o;
@@ -533,9 +519,9 @@ static void check_message(const char *what, int rc)
 
 #define TIMED(expr, took) \
     do {                  \
-        int64_t t0_ = now_ms(); \
+        int64_t t0_ = rig_now_ms(); \
         expr;             \
-        (took) = now_ms() - t0_; \
+        (took) = rig_now_ms() - t0_; \
     } while (0)
 
 #define CHECK_BOUND(what, took, bound) \
@@ -919,7 +905,7 @@ static void on_lost(void *ud, redlock_lock *l, uint64_t owner, int reason)
 
     (void)l, (void)owner;
     __atomic_store_n(&n->reason, reason, __ATOMIC_SEQ_CST);
-    __atomic_store_n(&n->at_ms, now_ms(), __ATOMIC_SEQ_CST);
+    __atomic_store_n(&n->at_ms, rig_now_ms(), __ATOMIC_SEQ_CST);
     __atomic_add_fetch(&n->calls, 1, __ATOMIC_SEQ_CST);
 }
 
@@ -936,7 +922,7 @@ START_TEST(test_watchdog_against_hostile_node)
 
     ck_assert_int_eq(redlock_lock_new(c, "hostile:watchdog", NULL, &l), REDLOCK_OK);
     redlock_lock_set_on_lost(l, on_lost, &note);
-    start = now_ms();
+    start = rig_now_ms();
     rc = redlock_try_lock(l); /* watchdog lease */
     ck_assert_msg(rc == REDLOCK_OK, "cooperative grant: %s (%s)", redlock_err_name(rc),
                   redlock_last_error());
@@ -944,8 +930,8 @@ START_TEST(test_watchdog_against_hostile_node)
 
     /* Validity is at most one lease from the attempt's start. */
     deadline = start + WATCHDOG_LEASE_MS + MARGIN_MS;
-    while (__atomic_load_n(&note.calls, __ATOMIC_SEQ_CST) == 0 && now_ms() < deadline)
-        sleep_ms(20);
+    while (__atomic_load_n(&note.calls, __ATOMIC_SEQ_CST) == 0 && rig_now_ms() < deadline)
+        rig_sleep_ms(20);
     ck_assert_msg(__atomic_load_n(&note.calls, __ATOMIC_SEQ_CST) == 1,
                   "%s: on_lost called %d times within %d ms", mode_names[m], note.calls,
                   WATCHDOG_LEASE_MS + MARGIN_MS);

@@ -35,39 +35,6 @@
 /* ------------------------------------------------------------------------ */
 /* Helpers. */
 
-static int64_t now_us(void)
-{
-    return redlock__now_ns() / 1000;
-}
-
-static int64_t now_ms(void)
-{
-    return redlock__now_ns() / REDLOCK__NS_PER_MS;
-}
-
-static void sleep_ms(int64_t ms)
-{
-    usleep((useconds_t)(ms * 1000));
-}
-
-/* Thaws node 0, or restarts it if it is not running, so every case starts
- * on a healthy node. Runs in the parent, also after a failed case. */
-static void heal(void)
-{
-    if (rig_node("pid", 0) != 0)
-        rig_node("restart", 0);
-    else
-        rig_node("thaw", 0);
-}
-
-/* A lock name unique to this process and call. */
-static void unique_name(char *buf, size_t cap, const char *tag)
-{
-    static unsigned seq;
-
-    snprintf(buf, cap, "lock:%s:%ld:%u", tag, (long)getpid(), ++seq);
-}
-
 /* redis-cli against node 0 with a printf-style argument string; returns
  * its trimmed output (static buffer, valid until the next call). */
 static const char *cli(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
@@ -114,14 +81,14 @@ static void field_of(redlock_client *c, uint64_t owner, char *buf, size_t cap)
 /* Polls until name is gone; ms it took, or -1 after timeout_ms. */
 static int64_t wait_gone(const char *name, int64_t timeout_ms)
 {
-    int64_t t0 = now_ms();
+    int64_t t0 = rig_now_ms();
 
     for (;;) {
         if (!key_exists(name))
-            return now_ms() - t0;
-        if (now_ms() - t0 > timeout_ms)
+            return rig_now_ms() - t0;
+        if (rig_now_ms() - t0 > timeout_ms)
             return -1;
-        sleep_ms(10);
+        rig_sleep_ms(10);
     }
 }
 
@@ -214,12 +181,12 @@ static long long numsub(const char *name)
 
 static void wait_numsub(const char *name, long long want)
 {
-    int64_t t0 = now_ms();
+    int64_t t0 = rig_now_ms();
 
     while (numsub(name) != want) {
-        ck_assert_msg(now_ms() - t0 < 5000, "channel of %s: %lld subscribers, want %lld",
+        ck_assert_msg(rig_now_ms() - t0 < 5000, "channel of %s: %lld subscribers, want %lld",
                       name, numsub(name), want);
-        sleep_ms(10);
+        rig_sleep_ms(10);
     }
 }
 
@@ -276,7 +243,7 @@ static redisContext *raw_subscribe(const char *name)
 static int raw_next_message(redisContext *ctx, int timeout_ms, char *chan, size_t chan_cap,
                             char *payload, size_t cap)
 {
-    int64_t deadline = now_ms() + timeout_ms;
+    int64_t deadline = rig_now_ms() + timeout_ms;
 
     for (;;) {
         void *reply = NULL;
@@ -295,7 +262,7 @@ static int raw_next_message(redisContext *ctx, int timeout_ms, char *chan, size_
             freeReplyObject(r);
             return 1;
         }
-        left = deadline - now_ms();
+        left = deadline - rig_now_ms();
         if (left <= 0)
             return 0;
         p.fd = ctx->fd;
@@ -350,7 +317,7 @@ static void *waiter_main(void *arg)
         w->rc = redlock_lock_acquire(w->l);
     else
         w->rc = redlock_try_lock_for(w->l, w->wait_ms, w->lease_ms);
-    atomic_store(&w->done_us, (long long)now_us());
+    atomic_store(&w->done_us, (long long)rig_now_us());
     if (w->rc == REDLOCK_OK && w->unlock)
         w->unlock_rc = w->owner ? redlock_unlock_as(w->l, w->owner) : redlock_unlock(w->l);
     return NULL;
@@ -383,16 +350,16 @@ static void on_lost(void *ud, redlock_lock *lock, uint64_t owner, int reason)
     atomic_store(&p->reason, reason);
     atomic_store(&p->owner, owner);
     atomic_store(&p->lock, lock);
-    atomic_store(&p->at_ms, (long long)now_ms());
+    atomic_store(&p->at_ms, (long long)rig_now_ms());
     atomic_fetch_add(&p->calls, 1);
 }
 
 static int64_t wait_lost(lost_probe *p, int64_t timeout_ms)
 {
-    int64_t t0 = now_ms();
+    int64_t t0 = rig_now_ms();
 
-    while (atomic_load(&p->calls) == 0 && now_ms() - t0 < timeout_ms)
-        sleep_ms(5);
+    while (atomic_load(&p->calls) == 0 && rig_now_ms() - t0 < timeout_ms)
+        rig_sleep_ms(5);
     return atomic_load(&p->calls);
 }
 
@@ -401,16 +368,22 @@ static int64_t wait_lost(lost_probe *p, int64_t timeout_ms)
 static void wait_next_tick(redlock_client *c, int64_t timeout_ms)
 {
     uint64_t ticks = stats_of(c).watchdog_ticks;
-    int64_t t0 = now_ms();
+    int64_t t0 = rig_now_ms();
 
-    while (stats_of(c).watchdog_ticks == ticks && now_ms() - t0 < timeout_ms)
-        sleep_ms(1);
+    while (stats_of(c).watchdog_ticks == ticks && rig_now_ms() - t0 < timeout_ms)
+        rig_sleep_ms(1);
     ck_assert_msg(stats_of(c).watchdog_ticks > ticks, "no watchdog tick in %lld ms",
                   (long long)timeout_ms);
 }
 
 /* ------------------------------------------------------------------------ */
 /* 1. Redisson's data layout and release message. */
+
+/* Each case starts on a healthy rig (node 0 thawed or restarted). */
+static void heal(void)
+{
+    rig_heal(1);
+}
 
 START_TEST(test_redisson_layout)
 {
@@ -421,7 +394,7 @@ START_TEST(test_redisson_layout)
     long long pttl;
     size_t released = 99;
 
-    unique_name(name, sizeof(name), "layout");
+    rig_unique_name(name, sizeof(name), "lock", "layout");
     l = new_lock(c, name);
     ck_assert_str_eq(redlock_lock_name(l), name);
     ck_assert_uint_eq(strlen(redlock_client_id(c)), 36);
@@ -438,7 +411,7 @@ START_TEST(test_redisson_layout)
     ck_assert_msg(pttl > 15000 && pttl <= 20000, "pttl %lld", pttl);
 
     /* Re-entry: same field, count 2, lease reset; no message. */
-    sleep_ms(300);
+    rig_sleep_ms(300);
     ck_assert_int_eq(redlock_try_lock_for(l, 0, 20000), REDLOCK_OK);
     snprintf(want, sizeof(want), "%s\n2", field);
     ck_assert_str_eq(cli("HGETALL '%s'", name), want);
@@ -504,7 +477,7 @@ START_TEST(test_redisson_excludes_and_is_excluded)
     int locked = -1, held = -1, count = -1;
     long long pttl;
 
-    unique_name(name, sizeof(name), "interop");
+    rig_unique_name(name, sizeof(name), "lock", "interop");
     l = new_lock(c, name);
     field_of(c, redlock_thread_owner(), field, sizeof(field));
 
@@ -512,9 +485,9 @@ START_TEST(test_redisson_excludes_and_is_excluded)
     hold_redisson(name, 30000);
     ck_assert_int_eq(redlock_try_lock(l), REDLOCK_EBUSY);
     ck_assert_int_eq(redlock_try_lock_for(l, 0, 5000), REDLOCK_EBUSY);
-    t0 = now_ms();
+    t0 = rig_now_ms();
     ck_assert_int_eq(redlock_try_lock_for(l, 300, 5000), REDLOCK_ETIMEOUT);
-    took = now_ms() - t0;
+    took = rig_now_ms() - t0;
     ck_assert_msg(took >= 290 && took < 3000, "try_lock_for(300) took %lld ms",
                   (long long)took);
     assert_redisson_only(name);
@@ -571,16 +544,16 @@ START_TEST(test_redisson_release_wakes_waiter)
     waiter w;
     int64_t t_pub, woke;
 
-    unique_name(name, sizeof(name), "interop-wake");
+    rig_unique_name(name, sizeof(name), "lock", "interop-wake");
     l = new_lock(c, name);
     hold_redisson(name, 30000);
     waiter_start(&th, &w, l, -1, 0, 1);
     wait_numsub(name, 1);
-    sleep_ms(100);
+    rig_sleep_ms(100);
     ck_assert_str_eq(cli("DEL '%s'", name), "1");
-    sleep_ms(400);
+    rig_sleep_ms(400);
     ck_assert_msg(atomic_load(&w.done_us) == 0, "the waiter polled instead of waiting");
-    t_pub = now_us();
+    t_pub = rig_now_us();
     ck_assert_str_eq(cli("PUBLISH '" CHANNEL_PREFIX "%s}' 0", name), "1");
     pthread_join(th, NULL);
     ck_assert_int_eq(w.rc, REDLOCK_OK);
@@ -630,7 +603,7 @@ START_TEST(test_api_and_reentrancy)
     int64_t ttl = 0;
     size_t released = 0;
 
-    unique_name(name, sizeof(name), "api");
+    rig_unique_name(name, sizeof(name), "lock", "api");
     l = new_lock(c, name);
     lo = new_lock(other, name);
     field_of(c, redlock_thread_owner(), field, sizeof(field));
@@ -742,21 +715,21 @@ START_TEST(test_fixed_lease_expires)
     int64_t t0, gone;
     int held = -1;
 
-    unique_name(name, sizeof(name), "fixed");
+    rig_unique_name(name, sizeof(name), "lock", "fixed");
     l = new_lock(c, name);
     field_of(c, redlock_thread_owner(), field, sizeof(field));
-    t0 = now_ms();
+    t0 = rig_now_ms();
     ck_assert_int_eq(redlock_try_lock_for(l, 0, 1500), REDLOCK_OK);
     ck_assert_int_eq(field_count(name, field), 1);
-    if (now_ms() - t0 < 1000)
-        sleep_ms(1000 - (now_ms() - t0));
+    if (rig_now_ms() - t0 < 1000)
+        rig_sleep_ms(1000 - (rig_now_ms() - t0));
     pttl = key_pttl(name);
     ck_assert_msg(pttl > 0 && pttl <= 550, "pttl %lld 1000 ms into a 1500 ms lease", pttl);
     gone = wait_gone(name, 3000);
     ck_assert_msg(gone >= 0, "the fixed lease was renewed past its expiry");
-    ck_assert_msg(now_ms() - t0 >= 1400, "gone after %lld ms", (long long)(now_ms() - t0));
+    ck_assert_msg(rig_now_ms() - t0 >= 1400, "gone after %lld ms", (long long)(rig_now_ms() - t0));
     ck_assert_uint_eq(stats_of(c).renewals, 0);
-    sleep_ms(400);
+    rig_sleep_ms(400);
     ck_assert(!key_exists(name));
 
     /* The key expired while we thought we held it: a distinct error. */
@@ -822,7 +795,7 @@ START_TEST(test_explicit_owner)
     int held = -1, count = -1;
     int64_t ttl = -5;
 
-    unique_name(name, sizeof(name), "owner");
+    rig_unique_name(name, sizeof(name), "lock", "owner");
     l = new_lock(c, name);
     field_of(c, OWNER_A, field, sizeof(field));
 
@@ -890,7 +863,7 @@ START_TEST(test_waiter_wakes_on_release)
     int64_t lat[WAKE_ROUNDS];
     size_t i;
 
-    unique_name(name, sizeof(name), "wake");
+    rig_unique_name(name, sizeof(name), "lock", "wake");
     la = new_lock(ca, name);
     lb = new_lock(cb, name);
     for (i = 0; i < WAKE_ROUNDS; i++) {
@@ -902,9 +875,9 @@ START_TEST(test_waiter_wakes_on_release)
         /* Blocked in lock() on another client object. */
         waiter_start(&th, &w, lb, -1, 0, 1);
         wait_numsub(name, 1);
-        sleep_ms(50);
+        rig_sleep_ms(50);
         ck_assert_int_eq(atomic_load(&w.done_us), 0);
-        t_rel = now_us();
+        t_rel = rig_now_us();
         ck_assert_int_eq(redlock_unlock(la), REDLOCK_OK);
         pthread_join(th, NULL);
         ck_assert_int_eq(w.rc, REDLOCK_OK);
@@ -939,10 +912,10 @@ START_TEST(test_waiter_wakes_on_expiry)
     int64_t t0, took;
     redlock_stats s;
 
-    unique_name(name, sizeof(name), "expiry");
+    rig_unique_name(name, sizeof(name), "lock", "expiry");
     l = new_lock(c, name);
     hold_redisson(name, 1500);
-    t0 = now_us();
+    t0 = rig_now_us();
     waiter_start(&th, &w, l, 10000, 5000, 1);
     pthread_join(th, NULL);
     ck_assert_int_eq(w.rc, REDLOCK_OK);
@@ -972,13 +945,13 @@ START_TEST(test_wait_times_out)
     size_t i;
     static const int64_t waits[] = {250, 1200};
 
-    unique_name(name, sizeof(name), "timeout");
+    rig_unique_name(name, sizeof(name), "lock", "timeout");
     l = new_lock(c, name);
     hold_redisson(name, 30000);
     for (i = 0; i < sizeof(waits) / sizeof(waits[0]); i++) {
-        t0 = now_ms();
+        t0 = rig_now_ms();
         ck_assert_int_eq(redlock_try_lock_for(l, waits[i], 0), REDLOCK_ETIMEOUT);
-        took = now_ms() - t0;
+        took = rig_now_ms() - t0;
         fprintf(stderr, "lock: try_lock_for(%lld) timed out after %lld ms\n",
                 (long long)waits[i], (long long)took);
         ck_assert_msg(took >= waits[i] - 5 && took < waits[i] + 1500,
@@ -1011,7 +984,7 @@ START_TEST(test_one_subscriber_connection)
 
     pubsub_clients(&before, &ours, SUB_NAMES, NULL);
     for (i = 0; i < SUB_NAMES; i++) {
-        unique_name(names[i], sizeof(names[i]), "sub");
+        rig_unique_name(names[i], sizeof(names[i]), "lock", "sub");
         hold_redisson(names[i], 30000);
     }
     /* Every lock has one waiter; the first has SAME_NAME_WAITERS. */
@@ -1021,7 +994,7 @@ START_TEST(test_one_subscriber_connection)
     }
     for (i = 0; i < SUB_NAMES; i++)
         wait_numsub(names[i], 1);
-    sleep_ms(300);
+    rig_sleep_ms(300);
     for (i = 0; i < n; i++)
         ck_assert_int_eq(atomic_load(&w[i].done_us), 0);
     pubsub_clients(&after, &ours, SUB_NAMES, NULL);
@@ -1070,7 +1043,7 @@ START_TEST(test_watchdog_renews)
     int samples = 0, rises = 0;
 
     memset(&probe, 0, sizeof(probe));
-    unique_name(name, sizeof(name), "renew");
+    rig_unique_name(name, sizeof(name), "lock", "renew");
     l = new_lock(c, name);
     redlock_lock_set_on_lost(l, on_lost, &probe);
     field_of(c, redlock_thread_owner(), field, sizeof(field));
@@ -1078,19 +1051,19 @@ START_TEST(test_watchdog_renews)
     ck_assert_msg(key_pttl(name) <= WD_LEASE_MS, "pttl %lld", key_pttl(name));
 
     /* Five leases long, the key never goes away. */
-    t0 = now_ms();
-    while (now_ms() - t0 < 5 * WD_LEASE_MS) {
+    t0 = rig_now_ms();
+    while (rig_now_ms() - t0 < 5 * WD_LEASE_MS) {
         ck_assert_int_eq(field_count(name, field), 1);
         pttl = key_pttl(name);
         ck_assert_msg(pttl > 0, "key gone %lld ms into the hold",
-                      (long long)(now_ms() - t0));
+                      (long long)(rig_now_ms() - t0));
         if (pttl < min_pttl)
             min_pttl = pttl;
         if (pttl > prev)
             rises++;
         prev = pttl;
         samples++;
-        sleep_ms(50);
+        rig_sleep_ms(50);
     }
     s1 = stats_of(c);
     fprintf(stderr, "lock: watchdog held a %d ms lease for 5 s: %d samples, lowest pttl "
@@ -1107,7 +1080,7 @@ START_TEST(test_watchdog_renews)
     ck_assert_int_eq(redlock_unlock(l), REDLOCK_OK);
     ck_assert(!key_exists(name));
     s1 = stats_of(c);
-    sleep_ms(2 * WD_LEASE_MS);
+    rig_sleep_ms(2 * WD_LEASE_MS);
     s2 = stats_of(c);
     ck_assert(!key_exists(name));
     ck_assert_uint_eq(s2.renewals, s1.renewals);
@@ -1132,12 +1105,12 @@ START_TEST(test_watchdog_one_batch_per_tick)
     size_t i;
 
     for (i = 0; i < BATCH_LOCKS; i++) {
-        unique_name(names[i], sizeof(names[i]), "batch");
+        rig_unique_name(names[i], sizeof(names[i]), "lock", "batch");
         locks[i] = new_lock(c, names[i]);
         ck_assert_int_eq(redlock_lock_acquire(locks[i]), REDLOCK_OK);
     }
     s0 = stats_of(c);
-    sleep_ms(3000);
+    rig_sleep_ms(3000);
     s1 = stats_of(c);
     ticks = s1.watchdog_ticks - s0.watchdog_ticks;
     renewals = s1.renewals - s0.renewals;
@@ -1176,12 +1149,12 @@ static void check_loss(int how)
     int held = -1;
 
     memset(&probe, 0, sizeof(probe));
-    unique_name(name, sizeof(name), how ? "stolen" : "deleted");
+    rig_unique_name(name, sizeof(name), "lock", how ? "stolen" : "deleted");
     l = new_lock(c, name);
     redlock_lock_set_on_lost(l, on_lost, &probe);
     ck_assert_int_eq(redlock_lock_acquire(l), REDLOCK_OK);
     wait_next_tick(c, 2 * LOSS_LEASE_MS);
-    t_del = now_ms();
+    t_del = rig_now_ms();
     if (how)
         /* In one step, so the watchdog sees a foreign holder, never a gap. */
         ck_assert_str_eq(cli("EVAL \"redis.call('del', KEYS[1]); "
@@ -1204,7 +1177,7 @@ static void check_loss(int how)
 
     /* Nothing is renewed or re-created afterwards; a new holder is left
      * alone. */
-    sleep_ms(LOSS_LEASE_MS);
+    rig_sleep_ms(LOSS_LEASE_MS);
     if (how) {
         assert_redisson_only(name);
         ck_assert_int_gt(key_pttl(name), 25000);
@@ -1253,10 +1226,10 @@ START_TEST(test_watchdog_max_hold)
     o.watchdog_max_hold_ms = 1500;
     c = client_opts(rig_plain_uri(0), &o);
     memset(&probe, 0, sizeof(probe));
-    unique_name(name, sizeof(name), "cap");
+    rig_unique_name(name, sizeof(name), "lock", "cap");
     l = new_lock(c, name);
     redlock_lock_set_on_lost(l, on_lost, &probe);
-    t0 = now_ms();
+    t0 = rig_now_ms();
     ck_assert_int_eq(redlock_lock_acquire(l), REDLOCK_OK);
     ck_assert_int_eq(wait_lost(&probe, 5000), 1);
     after = atomic_load(&probe.at_ms) - t0;
@@ -1336,11 +1309,11 @@ START_TEST(test_contention_32_threads)
     int64_t t0, took;
     size_t i;
 
-    unique_name(name, sizeof(name), "stress");
+    rig_unique_name(name, sizeof(name), "lock", "stress");
     atomic_init(&sh.counter, 0);
     atomic_init(&sh.inside, 0);
     atomic_init(&sh.overlaps, 0);
-    t0 = now_ms();
+    t0 = rig_now_ms();
     for (i = 0; i < STRESS_THREADS; i++) {
         memset(&args[i], 0, sizeof(args[i]));
         args[i].l = new_lock(c[i % 2], name);
@@ -1350,7 +1323,7 @@ START_TEST(test_contention_32_threads)
     }
     for (i = 0; i < STRESS_THREADS; i++)
         pthread_join(th[i], NULL);
-    took = now_ms() - t0;
+    took = rig_now_ms() - t0;
     s0 = stats_of(c[0]);
     s1 = stats_of(c[1]);
     fprintf(stderr, "lock: %d threads x %d cycles in %lld ms; counter %ld; attempts %llu "
@@ -1391,18 +1364,18 @@ END_TEST
 static long long settled_count(const char *name, const char *field, long long want,
                                int64_t settle_ms, int64_t timeout_ms)
 {
-    int64_t t0 = now_ms(), stable_since = -1;
+    int64_t t0 = rig_now_ms(), stable_since = -1;
     long long n = -2;
 
-    while (now_ms() - t0 < timeout_ms) {
+    while (rig_now_ms() - t0 < timeout_ms) {
         n = field_count(name, field);
         if (n != want)
             stable_since = -1;
         else if (stable_since < 0)
-            stable_since = now_ms();
-        else if (now_ms() - stable_since >= settle_ms)
+            stable_since = rig_now_ms();
+        else if (rig_now_ms() - stable_since >= settle_ms)
             return n;
-        sleep_ms(20);
+        rig_sleep_ms(20);
     }
     return n;
 }
@@ -1417,7 +1390,7 @@ START_TEST(test_release_retry_idempotent)
     long long n;
     const char *latches;
 
-    unique_name(name, sizeof(name), "rel-retry");
+    rig_unique_name(name, sizeof(name), "lock", "rel-retry");
     l = new_lock(c, name);
     field_of(c, redlock_thread_owner(), field, sizeof(field));
     ck_assert_int_eq(redlock_try_lock_for(l, 0, 20000), REDLOCK_OK);
@@ -1425,10 +1398,10 @@ START_TEST(test_release_retry_idempotent)
     ck_assert_int_eq(field_count(name, field), 2);
 
     ck_assert_int_eq(rig_node("freeze", 0), 0);
-    t0 = now_ms();
+    t0 = rig_now_ms();
     rc = redlock_unlock(l);
-    took = now_ms() - t0;
-    sleep_ms(FREEZE_MS);
+    took = rig_now_ms() - t0;
+    rig_sleep_ms(FREEZE_MS);
     ck_assert_int_eq(rig_node("thaw", 0), 0);
     fprintf(stderr, "lock: unlock against a frozen node returned %s after %lld ms\n",
             redlock_err_name(rc), (long long)took);
@@ -1464,7 +1437,7 @@ START_TEST(test_acquire_retry_idempotent)
     long long n;
     int count = -1;
 
-    unique_name(name, sizeof(name), "acq-retry");
+    rig_unique_name(name, sizeof(name), "lock", "acq-retry");
     l = new_lock(c, name);
     field_of(c, OWNER_R, field, sizeof(field));
     ck_assert_int_eq(redlock_acquire_as(l, OWNER_R, 0, 20000), REDLOCK_OK);
@@ -1479,7 +1452,7 @@ START_TEST(test_acquire_retry_idempotent)
     w.wait_ms = 10000;
     w.lease_ms = 20000;
     ck_assert_int_eq(pthread_create(&th, NULL, waiter_main, &w), 0);
-    sleep_ms(FREEZE_MS);
+    rig_sleep_ms(FREEZE_MS);
     ck_assert_int_eq(rig_node("thaw", 0), 0);
     pthread_join(th, NULL);
     ck_assert_msg(w.rc == REDLOCK_OK, "re-entry across the freeze: %s",
@@ -1515,7 +1488,7 @@ START_TEST(test_script_flush_while_held)
     uint64_t renewals;
 
     memset(&probe, 0, sizeof(probe));
-    unique_name(name, sizeof(name), "flush");
+    rig_unique_name(name, sizeof(name), "lock", "flush");
     l = new_lock(c, name);
     redlock_lock_set_on_lost(l, on_lost, &probe);
     field_of(c, redlock_thread_owner(), field, sizeof(field));
@@ -1524,7 +1497,7 @@ START_TEST(test_script_flush_while_held)
     /* Renewals after a flush. */
     ck_assert_str_eq(cli("SCRIPT FLUSH"), "OK");
     renewals = stats_of(c).renewals;
-    sleep_ms(2000);
+    rig_sleep_ms(2000);
     ck_assert_uint_ge(stats_of(c).renewals, renewals + 3);
     ck_assert_int_eq(atomic_load(&probe.calls), 0);
     ck_assert_int_eq(field_count(name, field), 1);
@@ -1575,7 +1548,7 @@ START_TEST(test_acl_user)
     o.username = rig_get("ACL_USER");
     o.password = rig_get("ACL_PASS");
     cb = client_opts(rig_plain_uri(0), &o);
-    unique_name(name, sizeof(name), "acl");
+    rig_unique_name(name, sizeof(name), "lock", "acl");
     la = new_lock(ca, name);
     lb = new_lock(cb, name);
     field_of(ca, redlock_thread_owner(), field, sizeof(field));
@@ -1589,8 +1562,8 @@ START_TEST(test_acl_user)
     snprintf(user, sizeof(user), "user=%s ", rig_get("ACL_USER"));
     pubsub_clients(&total, &ours, 1, user);
     ck_assert_int_eq(ours, 1);
-    sleep_ms(50);
-    t_rel = now_us();
+    rig_sleep_ms(50);
+    t_rel = rig_now_us();
     ck_assert_int_eq(redlock_unlock(la), REDLOCK_OK);
     pthread_join(th, NULL);
     ck_assert_int_eq(w.rc, REDLOCK_OK);
@@ -1671,7 +1644,7 @@ static void check_tls_node(const char *port_key, int client_cert)
     snprintf(uri, sizeof(uri), "rediss://127.0.0.1:%d", rig_get_int(port_key));
     ca = client_opts(uri, &o);
     cb = client_opts(uri, &o);
-    unique_name(name, sizeof(name), client_cert ? "mtls" : "tls");
+    rig_unique_name(name, sizeof(name), "lock", client_cert ? "mtls" : "tls");
     la = new_lock(ca, name);
     lb = new_lock(cb, name);
     field_of(ca, redlock_thread_owner(), field, sizeof(field));
@@ -1691,7 +1664,7 @@ static void check_tls_node(const char *port_key, int client_cert)
 
     /* A waiter on the other client, woken over its TLS subscriber. */
     waiter_start(&th, &w, lb, 10000, 5000, 1);
-    t_rel = now_us();
+    t_rel = rig_now_us();
     for (;;) {
         const char *out = tls_cli(port_key, client_cert,
                                   "PUBSUB NUMSUB '" CHANNEL_PREFIX "%s}'", name);
@@ -1701,11 +1674,11 @@ static void check_tls_node(const char *port_key, int client_cert)
             break;
         ck_assert_msg(atomic_load(&w.done_us) == 0, "waiter returned early: %s",
                       redlock_err_name(w.rc));
-        ck_assert_msg(now_us() - t_rel < 5000000, "no subscriber on the TLS node");
-        sleep_ms(20);
+        ck_assert_msg(rig_now_us() - t_rel < 5000000, "no subscriber on the TLS node");
+        rig_sleep_ms(20);
     }
-    sleep_ms(50);
-    t_rel = now_us();
+    rig_sleep_ms(50);
+    t_rel = rig_now_us();
     ck_assert_int_eq(redlock_unlock(la), REDLOCK_OK);
     pthread_join(th, NULL);
     ck_assert_int_eq(w.rc, REDLOCK_OK);

@@ -27,44 +27,6 @@
 /* ------------------------------------------------------------------------ */
 /* Helpers. */
 
-static int64_t now_us(void)
-{
-    return redlock__now_ns() / 1000;
-}
-
-static int64_t now_ms(void)
-{
-    return redlock__now_ns() / REDLOCK__NS_PER_MS;
-}
-
-static void sleep_ms(int64_t ms)
-{
-    usleep((useconds_t)(ms * 1000));
-}
-
-/* Thaws every node and restarts any that is not running, so the next case
- * starts on a healthy rig whatever the previous one did. A frozen node is
- * thawed before anything talks to it (redis-cli would hang on it). */
-static void heal(void)
-{
-    size_t i;
-
-    for (i = 0; i < N_NODES; i++) {
-        if (rig_node("pid", i) != 0)
-            rig_node("restart", i);
-        else
-            rig_node("thaw", i);
-    }
-}
-
-/* A lock name unique to this process and call. */
-static void unique_name(char *buf, size_t cap, const char *tag)
-{
-    static unsigned seq;
-
-    snprintf(buf, cap, "q:%s:%ld:%u", tag, (long)getpid(), ++seq);
-}
-
 static redlock_client *client_with(int node_timeout_ms, int watchdog_lease_ms,
                                    double drift_factor)
 {
@@ -144,7 +106,7 @@ static long long settled_count(size_t node, const char *name, const char *field,
     int i;
 
     for (i = 0; i < 50 && n != expect; i++) {
-        sleep_ms(20);
+        rig_sleep_ms(20);
         n = node_count(node, name, field);
     }
     return n;
@@ -182,7 +144,7 @@ static void assert_foreign_only(size_t node, const char *name)
  * in ms, or -1 if some node still had it after timeout_ms. */
 static int64_t wait_gone(const char *name, size_t n, int64_t timeout_ms)
 {
-    int64_t start = now_ms();
+    int64_t start = rig_now_ms();
     size_t i;
 
     for (;;) {
@@ -191,10 +153,10 @@ static int64_t wait_gone(const char *name, size_t n, int64_t timeout_ms)
         for (i = 0; i < n && !any; i++)
             any = key_exists(i, name);
         if (!any)
-            return now_ms() - start;
-        if (now_ms() - start > timeout_ms)
+            return rig_now_ms() - start;
+        if (rig_now_ms() - start > timeout_ms)
             return -1;
-        sleep_ms(20);
+        rig_sleep_ms(20);
     }
 }
 
@@ -243,12 +205,18 @@ static void on_lost(void *ud, redlock_lock *lock, uint64_t owner, int reason)
     atomic_store(&p->reason, reason);
     atomic_store(&p->owner, owner);
     atomic_store(&p->lock, lock);
-    atomic_store(&p->at_ms, (long long)now_ms());
+    atomic_store(&p->at_ms, (long long)rig_now_ms());
     atomic_fetch_add(&p->calls, 1);
 }
 
 /* ------------------------------------------------------------------------ */
 /* 1. Quorum math on the real rig. */
+
+/* Each case starts on a healthy rig (every node thawed or restarted). */
+static void heal(void)
+{
+    rig_heal(N_NODES);
+}
 
 START_TEST(test_quorum_math)
 {
@@ -259,7 +227,7 @@ START_TEST(test_quorum_math)
     char name[64], field[FIELD_CAP];
     size_t i;
 
-    unique_name(name, sizeof(name), "math");
+    rig_unique_name(name, sizeof(name), "q", "math");
     my_field(c, field, sizeof(field));
 
     l = lock_with_quorum(c, name, 0);
@@ -367,10 +335,10 @@ END_TEST
 /* One acquire (timed) + release cycle; returns the acquire time in us. */
 static int64_t timed_cycle(redlock_lock *l)
 {
-    int64_t t0 = now_us(), t;
+    int64_t t0 = rig_now_us(), t;
     int rc = redlock_try_lock_for(l, 0, 10000);
 
-    t = now_us() - t0;
+    t = rig_now_us() - t0;
     ck_assert_msg(rc == REDLOCK_OK, "acquire: %s", redlock_last_error());
     return t;
 }
@@ -383,7 +351,7 @@ START_TEST(test_early_success_two_frozen)
     int64_t healthy[CYCLES], frozen[CYCLES], h, f, bound;
     size_t i, m;
 
-    unique_name(name, sizeof(name), "early");
+    rig_unique_name(name, sizeof(name), "q", "early");
     l = lock_with_quorum(c, name, 0);
     /* Warm up: connections and script caches. */
     for (i = 0; i < 3; i++) {
@@ -438,16 +406,16 @@ START_TEST(test_prompt_failure_three_frozen)
     int rc, timeouts = 0;
     size_t m;
 
-    unique_name(name, sizeof(name), "prompt");
+    rig_unique_name(name, sizeof(name), "q", "prompt");
     l = lock_with_quorum(c, name, 0);
     ck_assert_int_eq(redlock_try_lock(l), REDLOCK_OK); /* warm connections */
     ck_assert_int_eq(redlock_unlock(l), REDLOCK_OK);
     for (m = 2; m < N_NODES; m++)
         ck_assert_int_eq(rig_node("freeze", m), 0);
 
-    t0 = now_ms();
+    t0 = rig_now_ms();
     rc = redlock_try_lock(l);
-    took = now_ms() - t0;
+    took = rig_now_ms() - t0;
     fprintf(stderr, "3 of 5 frozen: try_lock -> %s in %lld ms\n", redlock_err_name(rc),
             (long long)took);
     ck_assert_msg(rc == REDLOCK_ENO_QUORUM, "try_lock gave %s: %s", redlock_err_name(rc),
@@ -471,7 +439,7 @@ START_TEST(test_prompt_failure_three_frozen)
     /* The acquire the frozen nodes now run must not leave a grant. */
     gone = wait_gone(name, N_NODES, 3000);
     ck_assert_msg(gone >= 0, "a key of %s outlived the thaw", name);
-    sleep_ms(300);
+    rig_sleep_ms(300);
     ck_assert_int_ge(wait_gone(name, N_NODES, 0), 0);
     redlock_lock_free(l);
     redlock_client_free(c);
@@ -490,7 +458,7 @@ START_TEST(test_unlock_two_frozen)
     int rc;
     size_t i;
 
-    unique_name(name, sizeof(name), "unlock");
+    rig_unique_name(name, sizeof(name), "q", "unlock");
     my_field(c, field, sizeof(field));
     l = lock_with_quorum(c, name, 0);
     ck_assert_int_eq(redlock_try_lock(l), REDLOCK_OK);
@@ -499,9 +467,9 @@ START_TEST(test_unlock_two_frozen)
     ck_assert_int_eq(rig_node("freeze", 3), 0);
     ck_assert_int_eq(rig_node("freeze", 4), 0);
 
-    t0 = now_ms();
+    t0 = rig_now_ms();
     rc = redlock_unlock(l);
-    took = now_ms() - t0;
+    took = rig_now_ms() - t0;
     fprintf(stderr, "unlock with 2 of 5 frozen: %s in %lld ms\n", redlock_err_name(rc),
             (long long)took);
     ck_assert_msg(rc == REDLOCK_OK, "unlock: %s", redlock_last_error());
@@ -544,7 +512,7 @@ START_TEST(test_watchdog_survives_restart)
     size_t i;
 
     memset(&probe, 0, sizeof(probe));
-    unique_name(name, sizeof(name), "restart");
+    rig_unique_name(name, sizeof(name), "q", "restart");
     snprintf(sentinel, sizeof(sentinel), "%s:sentinel", name);
     my_field(c, field, sizeof(field));
     l = lock_with_quorum(c, name, 0);
@@ -558,7 +526,7 @@ START_TEST(test_watchdog_survives_restart)
     run_id(2, before, sizeof(before));
     ck_assert_int_eq(rig_node("kill", 2), 0);
     /* Renewal ticks with the node down: four members still renew. */
-    sleep_ms(WD_LEASE_MS / 2);
+    rig_sleep_ms(WD_LEASE_MS / 2);
     ck_assert_int_eq(atomic_load(&probe.calls), 0);
     ck_assert_int_eq(rig_node("restart", 2), 0);
     run_id(2, after, sizeof(after));
@@ -566,26 +534,26 @@ START_TEST(test_watchdog_survives_restart)
     ck_assert_msg(!key_exists(2, sentinel), "node 2 did not restart empty");
 
     /* The watchdog restores the vanished member. */
-    t0 = now_ms();
-    while (now_ms() - t0 < 3 * WD_LEASE_MS) {
+    t0 = rig_now_ms();
+    while (rig_now_ms() - t0 < 3 * WD_LEASE_MS) {
         if (node_count(2, name, field) == 1) {
-            back = now_ms() - t0;
+            back = rig_now_ms() - t0;
             break;
         }
-        sleep_ms(20);
+        rig_sleep_ms(20);
     }
     fprintf(stderr, "restarted member restored after %lld ms\n", (long long)back);
     ck_assert_msg(back >= 0, "the key did not reappear on the restarted node");
 
     /* Held for more than a lease after that, never lost. */
-    t0 = now_ms();
-    while (now_ms() - t0 < WD_LEASE_MS + 300) {
+    t0 = rig_now_ms();
+    while (rig_now_ms() - t0 < WD_LEASE_MS + 300) {
         for (i = 0; i < N_NODES; i++) {
             long long pttl = node_pttl(i, name);
 
             ck_assert_msg(pttl > 0 && pttl <= WD_LEASE_MS, "node %zu pttl %lld", i, pttl);
         }
-        sleep_ms(100);
+        rig_sleep_ms(100);
     }
     ck_assert_int_eq(atomic_load(&probe.calls), 0);
     ck_assert_int_eq(redlock_is_held_by_current_thread(l, &held), REDLOCK_OK);
@@ -613,7 +581,7 @@ START_TEST(test_watchdog_reports_loss)
     size_t i;
 
     memset(&probe, 0, sizeof(probe));
-    unique_name(name, sizeof(name), "loss");
+    rig_unique_name(name, sizeof(name), "q", "loss");
     l = lock_with_quorum(c, name, 0);
     redlock_lock_set_on_lost(l, on_lost, &probe);
     ck_assert_int_eq(redlock_try_lock(l), REDLOCK_OK);
@@ -621,16 +589,16 @@ START_TEST(test_watchdog_reports_loss)
     /* Delete right after a tick, so no tick sees only some of the three
      * gone (it would restore them: a genuine quorum still renewed). */
     ticks = stats_of(c).watchdog_ticks;
-    t0 = now_ms();
-    while (stats_of(c).watchdog_ticks == ticks && now_ms() - t0 < 2 * WD_LEASE_MS)
-        sleep_ms(1);
+    t0 = rig_now_ms();
+    while (stats_of(c).watchdog_ticks == ticks && rig_now_ms() - t0 < 2 * WD_LEASE_MS)
+        rig_sleep_ms(1);
     ck_assert_uint_gt(stats_of(c).watchdog_ticks, ticks);
     for (i = 0; i < 3; i++)
         del_key(i, name);
-    t_del = now_ms();
+    t_del = rig_now_ms();
 
-    while (atomic_load(&probe.calls) == 0 && now_ms() - t_del < 3 * WD_LEASE_MS)
-        sleep_ms(5);
+    while (atomic_load(&probe.calls) == 0 && rig_now_ms() - t_del < 3 * WD_LEASE_MS)
+        rig_sleep_ms(5);
     ck_assert_int_eq(atomic_load(&probe.calls), 1);
     detect = atomic_load(&probe.at_ms) - t_del;
     fprintf(stderr, "loss reported %lld ms after the deletes (tick every %d ms)\n",
@@ -647,7 +615,7 @@ START_TEST(test_watchdog_reports_loss)
     ck_assert_int_eq(redlock_unlock(l), REDLOCK_ENOT_OWNER);
     /* The surviving members are released, and nothing comes back. */
     ck_assert_msg(wait_gone(name, N_NODES, 1000) >= 0, "members 3, 4 were not released");
-    sleep_ms(2 * WD_LEASE_MS / 3 + 200);
+    rig_sleep_ms(2 * WD_LEASE_MS / 3 + 200);
     ck_assert_int_ge(wait_gone(name, N_NODES, 0), 0);
     ck_assert_int_eq(atomic_load(&probe.calls), 1);
     ck_assert_uint_eq(stats_of(c).lost, 1);
@@ -719,12 +687,12 @@ START_TEST(test_two_clients_contend)
     int64_t t0;
     size_t i;
 
-    unique_name(name, sizeof(name), "contend");
+    rig_unique_name(name, sizeof(name), "q", "contend");
     for (i = 0; i < CLIENTS; i++) {
         c[i] = client_default();
         l[i] = lock_with_quorum(c[i], name, 0);
     }
-    t0 = now_ms();
+    t0 = rig_now_ms();
     for (i = 0; i < CLIENTS * THREADS; i++) {
         memset(&t[i], 0, sizeof(t[i]));
         t[i].l = l[i % CLIENTS];
@@ -736,7 +704,7 @@ START_TEST(test_two_clients_contend)
     for (i = 0; i < CLIENTS * THREADS; i++)
         pthread_join(th[i], NULL);
     fprintf(stderr, "%d clients x %d threads x %d rounds in %lld ms\n", CLIENTS, THREADS,
-            ROUNDS, (long long)(now_ms() - t0));
+            ROUNDS, (long long)(rig_now_ms() - t0));
     for (i = 0; i < CLIENTS * THREADS; i++)
         ck_assert_msg(t[i].failures == 0, "thread %zu: %d failures, last %s", i,
                       t[i].failures, t[i].error);
@@ -763,7 +731,7 @@ START_TEST(test_multilock_names)
     redlock_lock *l = NULL;
     size_t i, j;
 
-    unique_name(base, sizeof(base), "multi");
+    rig_unique_name(base, sizeof(base), "q", "multi");
     my_field(c, field, sizeof(field));
     for (i = 0; i < 3; i++) {
         snprintf(names[i], sizeof(names[i]), "%s:%c", base, "abc"[i]);
@@ -803,7 +771,7 @@ END_TEST
 
 static void *thaw_later(void *arg)
 {
-    sleep_ms(*(int64_t *)arg);
+    rig_sleep_ms(*(int64_t *)arg);
     rig_node("thaw", 4);
     return NULL;
 }
@@ -820,7 +788,7 @@ START_TEST(test_validity)
     int rc, granted = 0;
     size_t i;
 
-    unique_name(name, sizeof(name), "validity");
+    rig_unique_name(name, sizeof(name), "q", "validity");
     my_field(c, field, sizeof(field));
     l = lock_with_quorum(c, name, 0);
 
@@ -862,10 +830,10 @@ START_TEST(test_validity)
     ck_assert_int_eq(redlock_try_lock_for(all, 0, 1500), REDLOCK_OK); /* warm up */
     ck_assert_int_eq(redlock_unlock(all), REDLOCK_OK);
     ck_assert_int_eq(rig_node("freeze", 4), 0);
-    t0 = now_ms();
+    t0 = rig_now_ms();
     ck_assert_int_eq(pthread_create(&th, NULL, thaw_later, &delay), 0);
     rc = redlock_try_lock_for(all, 0, 1500);
-    after = now_ms() - t0;
+    after = rig_now_ms() - t0;
     pthread_join(th, NULL);
     ck_assert_msg(rc == REDLOCK_EBUSY || rc == REDLOCK_ETIMEOUT, "late quorum gave %s",
                   redlock_err_name(rc));
@@ -873,9 +841,9 @@ START_TEST(test_validity)
     for (i = 0; i < N_NODES; i++)
         ck_assert_int_eq(outcome(all, i), REDLOCK_MEMBER_GRANTED);
     ck_assert_int_ge(wait_gone(name, N_NODES, 0), 0);
-    ck_assert_msg(now_ms() - t0 < 1400, "checked too late (%lld ms) to tell an undo "
+    ck_assert_msg(rig_now_ms() - t0 < 1400, "checked too late (%lld ms) to tell an undo "
                                         "from the lease running out",
-                  (long long)(now_ms() - t0));
+                  (long long)(rig_now_ms() - t0));
     redlock_lock_free(all);
     redlock_lock_free(l);
     redlock_client_free(slow);
@@ -897,7 +865,7 @@ static void *wait_for_lock(void *arg)
     waiter *w = arg;
 
     w->rc = redlock_try_lock_for(w->l, 10000, 30000);
-    atomic_store(&w->done_us, (long long)now_us());
+    atomic_store(&w->done_us, (long long)rig_now_us());
     if (w->rc == REDLOCK_OK && redlock_unlock(w->l) != REDLOCK_OK)
         w->rc = -1;
     return NULL;
@@ -907,15 +875,15 @@ static void *wait_for_lock(void *arg)
 static void wait_subscribed(const char *name)
 {
     char args[256], want[200];
-    int64_t t0 = now_ms();
+    int64_t t0 = rig_now_ms();
     size_t i;
 
     snprintf(args, sizeof(args), "PUBSUB NUMSUB 'redisson_lock__channel:{%s}'", name);
     snprintf(want, sizeof(want), "redisson_lock__channel:{%s}\n1", name);
     for (i = 0; i < N_NODES; i++) {
         while (strcmp(rig_cli(i, args), want) != 0) {
-            ck_assert_msg(now_ms() - t0 < 3000, "no subscriber on node %zu", i);
-            sleep_ms(10);
+            ck_assert_msg(rig_now_ms() - t0 < 3000, "no subscriber on node %zu", i);
+            rig_sleep_ms(10);
         }
     }
 }
@@ -930,7 +898,7 @@ START_TEST(test_waiter_wakes)
     int64_t t_rel, woke;
     size_t i;
 
-    unique_name(name, sizeof(name), "wake");
+    rig_unique_name(name, sizeof(name), "q", "wake");
     la = lock_with_quorum(ca, name, 0);
     lb = lock_with_quorum(cb, name, 0);
 
@@ -940,9 +908,9 @@ START_TEST(test_waiter_wakes)
     w.l = lb;
     ck_assert_int_eq(pthread_create(&th, NULL, wait_for_lock, &w), 0);
     wait_subscribed(name);
-    sleep_ms(50);
+    rig_sleep_ms(50);
     ck_assert_int_eq(atomic_load(&w.done_us), 0);
-    t_rel = now_us();
+    t_rel = rig_now_us();
     ck_assert_int_eq(redlock_unlock(la), REDLOCK_OK);
     pthread_join(th, NULL);
     ck_assert_int_eq(w.rc, REDLOCK_OK);
@@ -960,10 +928,10 @@ START_TEST(test_waiter_wakes)
     wait_subscribed(name);
     for (i = 0; i < N_NODES; i++)
         del_key(i, name);
-    sleep_ms(200);
+    rig_sleep_ms(200);
     ck_assert_msg(atomic_load(&w.done_us) == 0, "the waiter polled instead of waiting");
     snprintf(args, sizeof(args), "PUBLISH 'redisson_lock__channel:{%s}' 0", name);
-    t_rel = now_us();
+    t_rel = rig_now_us();
     ck_assert_str_eq(rig_cli(4, args), "1");
     pthread_join(th, NULL);
     ck_assert_int_eq(w.rc, REDLOCK_OK);
@@ -993,7 +961,7 @@ START_TEST(test_single_node)
 
     ck_assert_int_eq(redlock_client_new(&c, rig_plain_uris(), 1, NULL), REDLOCK_OK);
     ck_assert_int_eq(redlock_client_new(&other, rig_plain_uris(), 1, NULL), REDLOCK_OK);
-    unique_name(name, sizeof(name), "single");
+    rig_unique_name(name, sizeof(name), "q", "single");
     my_field(c, field, sizeof(field));
     /* With one member every quorum value means 1. */
     for (q = -1; q <= 5; q++) {

@@ -32,21 +32,6 @@
 /* ------------------------------------------------------------------------ */
 /* Helpers. */
 
-static int64_t now_ms(void)
-{
-    struct timespec ts;
-
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-static __attribute__((unused)) void sleep_ms(int ms)
-{
-    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
-
-    nanosleep(&ts, NULL);
-}
-
 /* A lock name no other test (or earlier run) uses. */
 static const char *unique_name(const char *what)
 {
@@ -533,9 +518,9 @@ START_TEST(test_silent_listener_deadline)
     o.node_timeout_ms = 100;
     c = client_for(uri, &o);
 
-    t0 = now_ms();
+    t0 = rig_now_ms();
     r = request(c, -1, 0, 1, (const char *const[]){"PING"}, NULL, 100);
-    elapsed = now_ms() - t0;
+    elapsed = rig_now_ms() - t0;
     ASSERT_FAILS(r, REDLOCK_ETIMEOUT, "no reply before the deadline");
     ck_assert_msg(elapsed >= 90 && elapsed < 100 + 150, "one request took %lld ms",
                   (long long)elapsed);
@@ -543,9 +528,9 @@ START_TEST(test_silent_listener_deadline)
     /* A lock attempt: the acquire times out after one node timeout, then
      * the attempt is undone on the node (it may have been applied), which
      * costs at most one more. */
-    t0 = now_ms();
+    t0 = rig_now_ms();
     rc = try_once(c, unique_name("silent"), &rep);
-    elapsed = now_ms() - t0;
+    elapsed = rig_now_ms() - t0;
     ck_assert_int_eq(rc, REDLOCK_ENO_QUORUM);
     ck_assert_int_eq(rep.outcome, REDLOCK_MEMBER_TIMEOUT);
     ck_assert_int_eq(rep.err, REDLOCK_ETIMEOUT);
@@ -567,14 +552,14 @@ START_TEST(test_connection_refused)
 
     snprintf(uri, sizeof(uri), "redis://127.0.0.1:%d", port);
     c = client_for(uri, NULL);
-    t0 = now_ms();
+    t0 = rig_now_ms();
     ASSERT_FAILS(ping(c), REDLOCK_ECONNECT, "Connection refused");
-    elapsed = now_ms() - t0;
+    elapsed = rig_now_ms() - t0;
     ck_assert_msg(elapsed < 200, "refusal took %lld ms", (long long)elapsed);
 
-    t0 = now_ms();
+    t0 = rig_now_ms();
     rc = try_once(c, unique_name("refused"), &rep);
-    elapsed = now_ms() - t0;
+    elapsed = rig_now_ms() - t0;
     ck_assert_int_eq(rc, REDLOCK_ENO_QUORUM);
     ck_assert_int_eq(rep.outcome, REDLOCK_MEMBER_ERROR);
     ck_assert_int_eq(rep.err, REDLOCK_ECONNECT);
@@ -740,9 +725,9 @@ static void *fake_main(void *arg)
     fake_server *fs = arg;
     int conns[8], nconns = 0, polled, i;
     redisReader *readers[8];
-    int64_t end = now_ms() + 30000; /* bounded even if never stopped */
+    int64_t end = rig_now_ms() + 30000; /* bounded even if never stopped */
 
-    while (!__atomic_load_n(&fs->stop, __ATOMIC_ACQUIRE) && now_ms() < end) {
+    while (!__atomic_load_n(&fs->stop, __ATOMIC_ACQUIRE) && rig_now_ms() < end) {
         struct pollfd pfd[9];
 
         pfd[0].fd = fs->fd;

@@ -1,0 +1,495 @@
+#!/usr/bin/env bash
+# Safety harness driver: one nemesis case.
+#
+# Starts a private 5-node rig and a storage node on free ports in a work
+# directory, runs W contending safety_worker processes for a bounded time
+# while one nemesis injects faults, stops everything it started (also on
+# failure), runs the checker and prints its one-line summary.
+#
+#   run.sh --nemesis NAME --worker PATH [--fastclock LIB] [--work-dir D]
+#          [--seconds S] [--workers W] [--keep]
+#
+# Nemeses: none freeze1 freeze2 freeze3 kill_aof kill_nopersist netem clock
+# clock_far pause_holder soak. REDLOCK_SAFETY_SECONDS overrides the duration (default
+# 25 s, soak 60 s). Exit status: 0 pass, 1 violation or failed check, 77
+# skipped (netem without CAP_NET_ADMIN), 2 harness error.
+set -euo pipefail
+
+here=$(cd "$(dirname "$0")" && pwd)
+rig="$here/../../scripts/rig"
+checker="$here/checker.py"
+
+nemesis="" worker_bin="" fastclock="" work="" seconds="" workers=${SAFETY_WORKERS:-8} keep=0
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --nemesis) nemesis=$2; shift 2;;
+    --worker) worker_bin=$2; shift 2;;
+    --fastclock) fastclock=$2; shift 2;;
+    --work-dir) work=$2; shift 2;;
+    --seconds) seconds=$2; shift 2;;
+    --workers) workers=$2; shift 2;;
+    --keep) keep=1; shift;;
+    *) echo "run.sh: unknown option $1" >&2; exit 2;;
+  esac
+done
+case "$nemesis" in
+  none|freeze1|freeze2|freeze3|kill_aof|kill_nopersist|netem|clock|clock_far|pause_holder|soak) ;;
+  *) echo "run.sh: --nemesis must be one of none freeze1 freeze2 freeze3 kill_aof" \
+       "kill_nopersist netem clock clock_far pause_holder soak" >&2; exit 2;;
+esac
+[ -x "$worker_bin" ] || { echo "run.sh: --worker must name the safety_worker binary" >&2; exit 2; }
+if [[ "$nemesis" = clock* ]] && [ ! -f "$fastclock" ]; then
+  echo "run.sh: the clock case needs --fastclock (the safety_fastclock library)" >&2; exit 2
+fi
+if [ -z "$seconds" ]; then
+  default=25; [ "$nemesis" = soak ] && default=60
+  seconds=${REDLOCK_SAFETY_SECONDS:-$default}
+fi
+[[ "$seconds" =~ ^[0-9]+$ && "$seconds" -ge 5 ]] || { echo "run.sh: seconds must be >= 5" >&2; exit 2; }
+[[ "$workers" =~ ^[0-9]+$ && "$workers" -ge 1 ]] || { echo "run.sh: bad --workers" >&2; exit 2; }
+
+if [ -z "$work" ]; then work=$(mktemp -d "${TMPDIR:-/tmp}/redlock-safety-$nemesis.XXXXXX"); fi
+# Only ever a directory this script made or was given for its own use.
+if [ -d "$work" ]; then
+  for d in "$work"/rig "$work"/storage; do [ -f "$d/rig.conf" ] && "$rig" stop --dir "$d" || true; done
+  rm -rf "${work:?}"/*
+fi
+mkdir -p "$work/logs"
+events="$work/logs/nemesis.log"
+: >"$events"
+
+worker_pids=()
+netns_names=()
+netns_pids=()
+host_links=()
+
+now() { "$worker_bin" --now; }
+event() { echo "$(now) $*" >>"$events"; }
+note() { echo "# $nemesis: $*"; }
+
+# Stops every process this run started, thawing first so nothing stays frozen.
+cleanup() {
+  local rc=$? pid i
+  trap - EXIT INT TERM
+  for pid in "${worker_pids[@]}"; do
+    kill -0 "$pid" 2>/dev/null || continue
+    kill -CONT "$pid" 2>/dev/null || true
+    kill -TERM "$pid" 2>/dev/null || true
+  done
+  for pid in "${worker_pids[@]}"; do
+    for i in $(seq 1 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+    kill -KILL "$pid" 2>/dev/null || true
+    wait "$pid" 2>/dev/null || true
+  done
+  for d in "$work"/rig "$work"/storage; do
+    [ -f "$d/rig.conf" ] && "$rig" stop --dir "$d" >/dev/null 2>&1 || true
+  done
+  for pid in "${netns_pids[@]}"; do
+    if [ -r "/proc/$pid/cmdline" ] && tr '\0' ' ' <"/proc/$pid/cmdline" | grep -q redis-server; then
+      kill -CONT "$pid" 2>/dev/null || true
+      kill -TERM "$pid" 2>/dev/null || true
+      for i in $(seq 1 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+      kill -KILL "$pid" 2>/dev/null || true
+    fi
+  done
+  for i in "${host_links[@]}"; do ip link del "$i" 2>/dev/null || true; done
+  for i in "${netns_names[@]}"; do ip netns del "$i" 2>/dev/null || true; done
+  if [ "$keep" = 0 ] && [ "$rc" = 0 ]; then
+    rm -rf "$work"/rig "$work"/storage "$work"/netns
+  else
+    echo "# $nemesis: records kept in $work/logs" >&2
+  fi
+  exit "$rc"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+trap 'echo "run.sh: line $LINENO: a command failed (status $?)" >&2' ERR
+
+port_busy() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
+
+free_base() {
+  local count=$1 try base p ok
+  for try in $(seq 1 50); do
+    # Below the ephemeral range, where outgoing connections take ports.
+    base=$((20000 + (RANDOM * 32768 + RANDOM) % 12000))
+    ok=1
+    for p in $(seq "$base" $((base + count - 1))); do
+      if port_busy "$p"; then ok=0; break; fi
+    done
+    [ $ok = 1 ] && { echo "$base"; return 0; }
+    : "$try"
+  done
+  return 1
+}
+
+rand_ms() { echo $(( $1 + RANDOM % ($2 - $1 + 1) )); }
+# A stray signal to a sleep must not end the run early.
+sleep_ms() { sleep "$(printf '%d.%03d' $(($1 / 1000)) $(($1 % 1000)))" || true; }
+deadline=0
+time_left() { echo $(( deadline - SECONDS )); }
+# scripts/rig reads /proc/<pid>/cmdline of a server that may just have been
+# reaped; that one message is noise here, everything else is shown.
+rig_do() {
+  "$rig" "$1" "$2" --dir "$work/rig" 2>&1 >/dev/null | { grep -v '/cmdline: No such file' || true; } >&2
+  return "${PIPESTATUS[0]}"
+}
+
+# ---------------------------------------------------------------------------
+# The rig: 5 lock nodes (3 for netem, whose other 2 live in namespaces) and
+# a storage node for the fenced writes, which no nemesis touches.
+rig_nodes=5 rig_opts=()
+case "$nemesis" in
+  kill_aof|soak) rig_opts+=(--aof);;
+  netem) rig_nodes=3;;
+esac
+started=0
+for attempt in 1 2 3 4 5; do
+  base=$(free_base 6) || { echo "run.sh: no free ports" >&2; exit 2; }
+  if "$rig" start --nodes "$rig_nodes" --base-port "$base" --dir "$work/rig" "${rig_opts[@]}" >/dev/null &&
+     "$rig" start --nodes 1 --base-port $((base + 5)) --dir "$work/storage" >/dev/null; then
+    started=1; break
+  fi
+  for d in "$work"/rig "$work"/storage; do [ -f "$d/rig.conf" ] && "$rig" stop --dir "$d" || true; done
+  rm -rf "$work"/rig "$work"/storage
+  : "$attempt"
+done
+[ $started = 1 ] || { echo "run.sh: could not start the rig" >&2; exit 2; }
+# clock, clock_far: node 3 runs with a fast clock, within the drift bound
+# (1.005: its keys expire 0.5 % early, less than drift_factor's 1 %) or far
+# outside it (4x). Its server is replaced by one
+# started with the fastclock shim (libfaketime deadlocks with the jemalloc
+# of Debian's redis-server), with the same config, pidfile and port, so
+# scripts/rig still stops it.
+if [[ "$nemesis" = clock* ]]; then
+  if [ "$nemesis" = clock ]; then clock_rate=${SAFETY_CLOCK_RATE:-1.005}; else clock_rate=${SAFETY_CLOCK_FAR_RATE:-4}; fi
+  fastclock=$(cd "$(dirname "$fastclock")" && pwd)/$(basename "$fastclock")
+  rig_do kill 3
+  (cd "$work/rig/node3" && FASTCLOCK_RATE=$clock_rate LD_PRELOAD=$fastclock redis-server "$work/rig/node3/redis.conf")
+  for _ in $(seq 1 100); do
+    [ "$(redis-cli -p $((base + 2)) PING 2>/dev/null)" = PONG ] && break; sleep 0.1
+  done
+  [ "$(redis-cli -p $((base + 2)) PING 2>/dev/null)" = PONG ] || { echo "run.sh: fast-clock node did not start" >&2; exit 2; }
+  node_us() { redis-cli -p $((base + 2)) TIME | tr '\n' ' ' | awk '{ printf "%.0f", $1 * 1000000 + $2 }'; }
+  l1=$(now); n1=$(node_us); sleep 2; l2=$(now); n2=$(node_us)
+  measured=$(awk -v a="$n1" -v b="$n2" -v c="$l1" -v d="$l2" 'BEGIN { printf "%.3f", (b - a) * 1000 / (d - c) }')
+  note "node 3 runs its clock at ${clock_rate}x (measured ${measured}x over 2 s)"
+  if [ "$(awk -v m="$measured" -v r="$clock_rate" 'BEGIN { print (r >= 1.5 && m < 1 + (r - 1) * 0.5) ? 1 : 0 }')" = 1 ]; then
+    echo "run.sh: the fast clock is not in effect on node 3" >&2; exit 2
+  fi
+fi
+uris=""
+for i in $(seq 1 "$rig_nodes"); do uris="$uris${uris:+,}redis://127.0.0.1:$((base + i - 1))"; done
+storage_uri="redis://127.0.0.1:$((base + 5))"
+
+# netem: two more nodes, each in its own network namespace joined to the
+# host by a veth pair, with delay, jitter and loss on both ends of the link.
+netem_mode=""
+start_netns_node() {
+  local j=$1 tag ns hl nl sub ip port d
+  tag=$(( $$ % 100000 ))
+  ns="rlsafe${tag}n$j"; hl="rls${tag}h$j"; nl="rls${tag}n$j"
+  sub=$(( ($$ / 7) % 200 + 20 ))
+  ip="10.$sub.$j.2"; port=$(( base + 5 + j ))
+  d="$work/netns/node$j"; mkdir -p "$d"
+  ip netns add "$ns" || return 1
+  netns_names+=("$ns")
+  ip link add "$hl" type veth peer name "$nl" || return 1
+  host_links+=("$hl")
+  ip link set "$nl" netns "$ns"
+  ip addr add "10.$sub.$j.1/30" dev "$hl"
+  ip link set "$hl" up
+  ip netns exec "$ns" ip link set lo up
+  ip netns exec "$ns" ip addr add "$ip/30" dev "$nl"
+  ip netns exec "$ns" ip link set "$nl" up
+  printf 'bind %s\nport %s\nprotected-mode no\ndaemonize yes\npidfile %s/redis.pid\nlogfile %s/redis.log\ndir %s\nsave ""\nappendonly no\n' \
+    "$ip" "$port" "$d" "$d" "$d" >"$d/redis.conf"
+  ip netns exec "$ns" redis-server "$d/redis.conf"
+  for _ in $(seq 1 100); do [ -s "$d/redis.pid" ] && break; sleep 0.05; done
+  [ -s "$d/redis.pid" ] || return 1
+  netns_pids+=("$(cat "$d/redis.pid")")
+  for _ in $(seq 1 100); do
+    [ "$(redis-cli -h "$ip" -p "$port" PING 2>/dev/null)" = PONG ] && break; sleep 0.05
+  done
+  [ "$(redis-cli -h "$ip" -p "$port" PING 2>/dev/null)" = PONG ] || return 1
+  uris="$uris,redis://$ip:$port"
+  # Delay, jitter and loss on both directions of the link.
+  if tc qdisc add dev "$hl" root netem delay 40ms 30ms distribution normal loss 3% 2>"$work/netns/tc.err" &&
+     ip netns exec "$ns" tc qdisc add dev "$nl" root netem delay 40ms 30ms distribution normal loss 3% \
+       2>>"$work/netns/tc.err"; then
+    netem_mode=netem
+  elif grep -q "qdisc kind is unknown" "$work/netns/tc.err"; then
+    # This kernel has no sch_netem. A token bucket on the link (htb) is
+    # what it offers: a slow link whose queue delays every reply; the
+    # nemesis loop varies its rate to add jitter. No packet loss.
+    tc qdisc add dev "$hl" root handle 1: htb default 10
+    tc class add dev "$hl" parent 1: classid 1:10 htb rate 512kbit burst 2k quantum 1514
+    ip netns exec "$ns" tc qdisc add dev "$nl" root handle 1: htb default 10
+    ip netns exec "$ns" tc class add dev "$nl" parent 1: classid 1:10 htb rate 512kbit burst 2k quantum 1514
+    netem_mode=htb
+  else
+    cat "$work/netns/tc.err" >&2
+    return 1
+  fi
+}
+if [ "$nemesis" = netem ]; then
+  if ! ip netns add "rlsafe-probe-$$" 2>/dev/null; then
+    echo "nemesis=netem skipped: needs CAP_NET_ADMIN (ip netns add was refused)"
+    exit 77
+  fi
+  ip netns del "rlsafe-probe-$$"
+  for j in 1 2; do
+    start_netns_node "$j" || { echo "run.sh: could not set up namespace node $j" >&2; exit 2; }
+  done
+  if [ "$netem_mode" = htb ]; then
+    note "kernel refuses tc netem (no sch_netem); impairing the 2 namespaced links with htb rate limits instead (delay and jitter from queueing, no loss)"
+  fi
+fi
+
+# ---------------------------------------------------------------------------
+# Workers.
+names="safety-a,safety-b,safety-c"
+wargs=(--uris "$uris" --storage "$storage_uri" --duration-ms $((seconds * 1000)))
+case "$nemesis" in
+  soak) names="soak-a,soak-b,soak-c,soak-d"
+        wargs+=(--mode watchdog --watchdog-lease-ms 1500 --hold-min-ms 0 --hold-max-ms 20
+                --wait-max-ms 300 --step-ms 10);;
+  kill_nopersist) wargs+=(--mode mixed --lease-ms 3000 --hold-min-ms 50 --hold-max-ms 800
+                          --wait-max-ms 400);;
+  netem) wargs+=(--mode mixed --lease-ms 3000 --watchdog-lease-ms 3000 --node-timeout-ms 150
+                 --hold-max-ms 300 --long-hold-ms 3000 --wait-max-ms 1000);;
+  *) wargs+=(--mode mixed --lease-ms 2000 --hold-min-ms 5 --hold-max-ms 300 --long-hold-ms 2500
+             --wait-max-ms 600);;
+esac
+
+start_worker() {
+  local id=$1; shift
+  "$worker_bin" --id "$id" --out "$work/logs/worker-$id.log" "$@" \
+    2>>"$work/logs/worker-$id.err" &
+  worker_pids+=($!)
+  echo "$id $!" >>"$work/logs/pids"
+}
+
+deadline=$((SECONDS + seconds))
+event start "$nemesis"
+for id in $(seq 1 "$workers"); do start_worker "$id" "${wargs[@]}" --names "$names"; done
+
+# ---------------------------------------------------------------------------
+# Nemeses. Each loop is bounded by the deadline and an iteration cap, and
+# leaves every node running and thawed when it ends.
+
+# SIGKILL + immediate restart. The killed server stays a zombie until the
+# init process reaps it, which can take seconds here; a zombie holds no
+# socket, so the restart need not wait for the reaping.
+crash_restart() {
+  local pid n st
+  pid=$("$rig" pid "$1" --dir "$work/rig" 2>/dev/null) || pid=""
+  if [ -n "$pid" ]; then
+    kill -KILL "$pid" 2>/dev/null || true
+    for n in $(seq 1 300); do
+      st=$(awk '{print $3}' "/proc/$pid/stat" 2>/dev/null || echo gone)
+      case "$st" in Z|X|gone) break;; esac
+      sleep 0.01
+    done
+  fi
+  rig_do restart "$1"
+}
+
+pick_nodes() { shuf -i "1-5" -n "$1" | tr '\n' ' '; }
+
+freeze_loop() {
+  local k=$1 on_lo=$2 on_hi=$3 off_lo=$4 off_hi=$5 n=0 set i
+  while [ "$(time_left)" -gt $(( on_hi / 1000 + 2 )) ] && [ $n -lt 1000 ]; do
+    n=$((n + 1))
+    set=$(pick_nodes "$k")
+    event freeze_begin $set
+    for i in $set; do rig_do freeze "$i"; done
+    event freeze_done $set
+    sleep_ms "$(rand_ms "$on_lo" "$on_hi")"
+    event thaw_begin $set
+    for i in $set; do rig_do thaw "$i"; done
+    event thaw_done $set
+    sleep_ms "$(rand_ms "$off_lo" "$off_hi")"
+  done
+}
+
+restart_loop() {
+  local k=$1 lo=$2 hi=$3 n=0 set i
+  while [ "$(time_left)" -gt 4 ] && [ $n -lt 1000 ]; do
+    n=$((n + 1))
+    sleep_ms "$(rand_ms "$lo" "$hi")"
+    set=$(pick_nodes "$k")
+    event restart_begin $set
+    for i in $set; do crash_restart "$i" & done
+    wait_for_jobs
+    event restart_done $set
+  done
+}
+
+# Waits for the background rig commands only, never for the workers.
+wait_for_jobs() {
+  local j
+  for j in $(jobs -p); do
+    case " ${worker_pids[*]} " in *" $j "*) continue;; esac
+    wait "$j" || true
+  done
+}
+
+# A holder paused (SIGSTOP) far past its validity, then resumed: the lock
+# must have passed to someone else only after the holder's validity ended,
+# the holder learns of the loss on resume, and its stale write is rejected.
+pause_round() {
+  local vid=$1 ready="$work/logs/ready-$1" stop="$work/logs/stop-$1" vpid i pause_ms=4500
+  start_worker "$vid" --uris "$uris" --storage "$storage_uri" --names safety-a --role victim \
+    --mode watchdog --watchdog-lease-ms 1500 --duration-ms 30000 --wait-max-ms 10000 \
+    --unchecked --ready-file "$ready" --stop-file "$stop"
+  vpid=${worker_pids[-1]}
+  for i in $(seq 1 300); do [ -f "$ready" ] && break; sleep 0.05; done
+  [ -f "$ready" ] || { note "victim $vid never got the lock"; event victim_not_ready "$vid"; return 0; }
+  sleep_ms "$(rand_ms 100 400)"
+  event pause "$vid"
+  kill -STOP "$vpid"
+  sleep_ms "$pause_ms"
+  event resume "$vid"
+  kill -CONT "$vpid"
+  sleep 1
+  touch "$stop"
+  for i in $(seq 1 100); do kill -0 "$vpid" 2>/dev/null || break; sleep 0.1; done
+}
+
+# Restarting a majority without persistence while a lock is held: a second
+# client gets it at once. The probe makes that happen on purpose once; the
+# random restarts after it may or may not.
+nopersist_probe() {
+  local ready="$work/logs/ready-200" stop="$work/logs/stop-200" vpid i
+  start_worker 200 --uris "$uris" --storage "$storage_uri" --names safety-det --role victim \
+    --mode lease --lease-ms 8000 --duration-ms 6000 --wait-max-ms 5000 \
+    --ready-file "$ready" --stop-file "$stop"
+  vpid=${worker_pids[-1]}
+  for i in $(seq 1 200); do [ -f "$ready" ] && break; sleep 0.05; done
+  [ -f "$ready" ] || { note "probe victim never got the lock"; event victim_not_ready 200; return 0; }
+  event restart_begin 1 2 3
+  for i in 1 2 3; do crash_restart "$i" & done
+  wait_for_jobs
+  event restart_done 1 2 3
+  "$worker_bin" --id 201 --out "$work/logs/worker-201.log" --uris "$uris" --storage "$storage_uri" \
+    --names safety-det --role probe --mode lease --lease-ms 3000 --wait-max-ms 5000 \
+    --hold-max-ms 300 2>>"$work/logs/worker-201.err" || true
+  touch "$stop"
+  for i in $(seq 1 100); do kill -0 "$vpid" 2>/dev/null || break; sleep 0.1; done
+}
+
+# The quorum is decided by the first three answers, so two slow links
+# alone never matter: one of the three plain nodes is frozen at times, and
+# then every decision and renewal needs a node behind a slow link.
+vary_links() {
+  local rate ns j tag
+  tag=$(( $$ % 100000 ))
+  rate=$(rand_ms 256 2048)kbit
+  for j in 1 2; do
+    ns="rlsafe${tag}n$j"
+    tc class change dev "rls${tag}h$j" parent 1: classid 1:10 htb rate "$rate" burst 2k quantum 1514 || true
+    ip netns exec "$ns" tc class change dev "rls${tag}n$j" parent 1: classid 1:10 htb rate "$rate" \
+      burst 2k quantum 1514 || true
+  done
+  event link_rate "$rate"
+}
+
+netem_loop() {
+  local n=0 i
+  while [ "$(time_left)" -gt 5 ] && [ $n -lt 1000 ]; do
+    n=$((n + 1))
+    [ "$netem_mode" = htb ] && vary_links
+    sleep_ms "$(rand_ms 700 1500)"
+    i=$(shuf -i 1-3 -n 1)
+    event freeze_begin "$i"
+    rig_do freeze "$i"
+    event freeze_done "$i"
+    [ "$netem_mode" = htb ] && vary_links
+    sleep_ms "$(rand_ms 800 1500)"
+    event thaw_begin "$i"
+    rig_do thaw "$i"
+    event thaw_done "$i"
+  done
+}
+
+soak_loop() {
+  local round=0 seg
+  while [ "$(time_left)" -gt 6 ] && [ $round -lt 100 ]; do
+    seg=$(( $(time_left) < 12 ? $(time_left) - 4 : 8 ))
+    case $((round % 4)) in
+      0) event phase freeze1; freeze_segment 1 "$seg";;
+      1) event phase kill_aof; restart_segment "$seg";;
+      2) event phase freeze2; freeze_segment 2 "$seg";;
+      3) event phase none; sleep "$seg";;
+    esac
+    round=$((round + 1))
+  done
+}
+freeze_segment() {
+  local saved=$deadline
+  deadline=$((SECONDS + $2 + 2))
+  freeze_loop "$1" 200 800 200 600
+  deadline=$saved
+}
+restart_segment() {
+  local saved=$deadline
+  deadline=$((SECONDS + $1 + 4))
+  restart_loop 1 1000 2000
+  deadline=$saved
+}
+
+case "$nemesis" in
+  none) sleep "$seconds";;
+  freeze1) freeze_loop 1 300 1500 300 1000;;
+  freeze2) freeze_loop 2 300 1500 300 1000;;
+  freeze3) freeze_loop 3 1500 3000 1000 2000;;
+  kill_aof) restart_loop 1 1500 3000;;
+  kill_nopersist)
+    sleep_ms "$(rand_ms 2000 4000)"
+    nopersist_probe
+    restart_loop 3 2000 3500;;
+  netem) netem_loop;;
+  clock|clock_far) sleep "$seconds";;
+  pause_holder)
+    vid=100
+    sleep_ms 2000
+    while [ "$(time_left)" -gt 9 ] && [ $vid -lt 110 ]; do
+      pause_round "$vid"
+      vid=$((vid + 1))
+      sleep 1
+    done;;
+  soak) soak_loop;;
+esac
+event nemesis_end
+
+# Every worker ends at its duration; give them a bounded grace period.
+for pid in "${worker_pids[@]}"; do
+  for _ in $(seq 1 $(( (seconds + 60) * 10 ))); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+done
+status=0
+for pid in "${worker_pids[@]}"; do
+  if kill -0 "$pid" 2>/dev/null; then
+    echo "run.sh: worker $pid did not finish" >&2; status=2
+  elif ! wait "$pid"; then
+    echo "run.sh: worker $pid failed:" >&2; status=2
+  fi
+done
+event end
+for f in "$work"/logs/worker-*.err; do
+  [ -s "$f" ] && { echo "run.sh: stderr of $(basename "$f"):" >&2; head -n 20 "$f" >&2; }
+done
+
+# What the storage finally holds, to compare with what the writers saw.
+for n in ${names//,/ } safety-det; do
+  printf '%s %s\n' "$n" "$(redis-cli -p $((base + 5)) HMGET "res:{$n}" fence_token value | tr '\n' ' ')"
+done >"$work/logs/storage.final"
+
+[ "$status" = 0 ] || exit "$status"
+extra=()
+[ "$netem_mode" = htb ] && extra+=(--note "netem=htb-fallback")
+# The summary line also stays in the work directory, for tables.
+verdict=0
+python3 "$checker" --nemesis "$nemesis" --dir "$work/logs" "${extra[@]}" >"$work/checker.out" || verdict=$?
+cat "$work/checker.out"
+grep '^nemesis=' "$work/checker.out" >"$work/summary.txt" || true
+exit "$verdict"

@@ -1,0 +1,548 @@
+/*
+ * safety_worker: one contending process of the safety harness.
+ *
+ * It takes fencing locks on a 5-node rig through the public API only and
+ * records, on CLOCK_MONOTONIC (shared by every process on the machine),
+ * everything the checker needs to judge mutual exclusion afterwards:
+ *
+ *   F worker name ab ae wait_ms rc                 a failed acquire call
+ *   H worker name seq mode ab ae token vend rb re unlock_rc lost_ns
+ *     lost_reason writes members                   one hold (members: what
+ *                                                  each member answered to
+ *                                                  the acquire / the release)
+ *   W worker name seq wb we token rc in_validity   one fenced write
+ *   R worker t rss_kb fds cycles                   resource sample
+ *   S worker cycles attempts acquired lost asan    totals at exit
+ *   E worker t message                             an unexpected error
+ *
+ * ab/ae: before/after the acquire call; vend: the latest end of validity
+ * the worker itself confirmed while holding (its "claimed" validity); rb/re:
+ * before/after unlock. A hold's critical section is [ae, min(rb, vend)].
+ *
+ * Roles:
+ *   contend  loop until the duration ends: random name, random wait, hold
+ *            for a random time, fenced writes while the hold is valid;
+ *   victim   take one name, signal readiness through --ready-file, keep
+ *            writing every step until --stop-file exists or the hold time
+ *            ends; with --unchecked it writes without checking validity
+ *            first, like a process paused between its check and its write;
+ *   probe    one acquire of one name, one write, a short hold, release.
+ *
+ * `safety_worker --now` prints CLOCK_MONOTONIC in ns, for the driver's own
+ * records of when it injected faults.
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <getopt.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "redlock/redlock.h"
+
+#define MAX_NAMES 16
+#define NS_PER_MS 1000000LL
+
+#if defined(__SANITIZE_ADDRESS__)
+#define BUILT_WITH_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define BUILT_WITH_ASAN 1
+#endif
+#endif
+#ifndef BUILT_WITH_ASAN
+#define BUILT_WITH_ASAN 0
+#endif
+
+typedef enum { MODE_LEASE, MODE_WATCHDOG, MODE_MIXED } lease_mode;
+typedef enum { ROLE_CONTEND, ROLE_VICTIM, ROLE_PROBE } worker_role;
+
+typedef struct slot {
+    redlock_lock *lock;
+    char name[64];
+    char resource[96];
+    /* Written by the watchdog thread's on_lost callback. */
+    _Atomic int64_t lost_ns;
+    _Atomic int lost_reason;
+} slot;
+
+typedef struct config {
+    const char *uris;
+    const char *storage;
+    const char *names;
+    const char *out;
+    const char *ready_file;
+    const char *stop_file;
+    int id;
+    worker_role role;
+    lease_mode mode;
+    int64_t duration_ms;
+    int64_t max_cycles;
+    int64_t lease_ms;
+    int watchdog_lease_ms;
+    int node_timeout_ms;
+    int64_t hold_min_ms, hold_max_ms;
+    int64_t long_hold_ms; /* one hold in eight lasts up to this long */
+    int64_t wait_max_ms;
+    int64_t step_ms;
+    int64_t sample_ms;
+    int unchecked;
+} config;
+
+typedef struct worker {
+    config cfg;
+    FILE *log;
+    redlock_client *client;
+    redlock_client *storage;
+    slot slots[MAX_NAMES];
+    size_t n_slots;
+    uint64_t owner;
+    int64_t cycles, attempts, acquired, lost;
+    int64_t next_sample_ns;
+    unsigned rng;
+} worker;
+
+static volatile sig_atomic_t stop_requested;
+
+static void on_term(int sig)
+{
+    (void)sig;
+    stop_requested = 1;
+}
+
+static int64_t now_ns(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec;
+}
+
+static void sleep_ms(int64_t ms)
+{
+    struct timespec ts;
+
+    if (ms <= 0)
+        return;
+    ts.tv_sec = (time_t)(ms / 1000);
+    ts.tv_nsec = (long)(ms % 1000) * NS_PER_MS;
+    /* A signal (SIGTERM, or SIGCONT after a pause) ends the sleep early,
+     * which only shortens a hold. */
+    nanosleep(&ts, NULL);
+}
+
+static int64_t rand_between(worker *w, int64_t lo, int64_t hi)
+{
+    if (hi <= lo)
+        return lo;
+    return lo + (int64_t)(rand_r(&w->rng) % (unsigned)(hi - lo + 1));
+}
+
+static int file_exists(const char *path)
+{
+    return path && access(path, F_OK) == 0;
+}
+
+static void record_error(worker *w, const char *what, int rc)
+{
+    fprintf(w->log, "E %d %lld %s:%s:%s\n", w->cfg.id, (long long)now_ns(), what,
+            redlock_err_name(rc), redlock_last_error());
+}
+
+static void on_lost(void *ud, redlock_lock *lock, uint64_t owner, int reason)
+{
+    slot *s = ud;
+
+    (void)lock, (void)owner;
+    atomic_store(&s->lost_reason, reason);
+    atomic_store(&s->lost_ns, now_ns());
+}
+
+static int64_t resident_kb(void)
+{
+    FILE *f = fopen("/proc/self/statm", "r");
+    long size = 0, resident = 0;
+
+    if (!f)
+        return -1;
+    if (fscanf(f, "%ld %ld", &size, &resident) != 2)
+        resident = -1;
+    fclose(f);
+    return resident < 0 ? -1 : resident * (sysconf(_SC_PAGESIZE) / 1024);
+}
+
+static int open_fds(void)
+{
+    DIR *d = opendir("/proc/self/fd");
+    struct dirent *e;
+    int n = 0;
+
+    if (!d)
+        return -1;
+    while ((e = readdir(d)) != NULL)
+        if (e->d_name[0] != '.')
+            n++;
+    closedir(d);
+    return n - 1; /* the directory stream itself */
+}
+
+static void maybe_sample(worker *w)
+{
+    int64_t t = now_ns();
+
+    if (t < w->next_sample_ns)
+        return;
+    w->next_sample_ns = t + w->cfg.sample_ms * NS_PER_MS;
+    fprintf(w->log, "R %d %lld %lld %d %lld\n", w->cfg.id, (long long)t,
+            (long long)resident_kb(), open_fds(), (long long)w->cycles);
+}
+
+/*
+ * Confirms the hold and raises *vend to the validity end the library
+ * reports. The token query is local and fails once the hold is lost; it
+ * brackets remaining_ttl so that the TTL read in between is the local
+ * validity of our own hold, not a network answer about someone else's.
+ * Returns 1 while the hold is ours and still valid.
+ */
+static int confirm_validity(worker *w, slot *s, int64_t *vend)
+{
+    uint64_t token;
+    int64_t ttl = 0, t0;
+
+    if (redlock_lock_token_as(s->lock, w->owner, &token) != REDLOCK_OK)
+        return 0;
+    t0 = now_ns();
+    if (redlock_remaining_ttl_as(s->lock, w->owner, &ttl) != REDLOCK_OK)
+        return 0;
+    if (redlock_lock_token_as(s->lock, w->owner, &token) != REDLOCK_OK)
+        return 0;
+    /* The library computed ttl after t0, so t0 + ttl never overstates it. */
+    if (ttl > 0 && t0 + ttl * NS_PER_MS > *vend)
+        *vend = t0 + ttl * NS_PER_MS;
+    return ttl > 0;
+}
+
+static void fenced_write(worker *w, slot *s, int64_t seq, int k, uint64_t token,
+                         int64_t vend)
+{
+    char value[96];
+    int64_t wb, we;
+    int rc, len;
+
+    len = snprintf(value, sizeof(value), "%d:%lld:%d:%llu", w->cfg.id, (long long)seq, k,
+                   (unsigned long long)token);
+    wb = now_ns();
+    rc = redlock_fenced_set(w->storage, 0, s->resource, value, (size_t)len, token);
+    we = now_ns();
+    if (rc != REDLOCK_OK && rc != REDLOCK_ESTALE_TOKEN)
+        record_error(w, "fenced_set", rc);
+    fprintf(w->log, "W %d %s %lld %lld %lld %llu %s %d\n", w->cfg.id, s->name, (long long)seq,
+            (long long)wb, (long long)we, (unsigned long long)token, redlock_err_name(rc),
+            wb < vend);
+}
+
+/* What each member answered to the successful attempt, one letter per
+ * member: G granted, B held elsewhere, T timeout, E error, - not heard. */
+static void members_outcome(redlock_lock *lock, char *out, size_t cap)
+{
+    size_t i, n = redlock_lock_member_count(lock);
+
+    for (i = 0; i < n && i + 1 < cap; i++) {
+        redlock_member_report r;
+
+        out[i] = '?';
+        if (redlock_lock_report(lock, i, &r) != REDLOCK_OK)
+            continue;
+        switch (r.outcome) {
+        case REDLOCK_MEMBER_GRANTED: out[i] = 'G'; break;
+        case REDLOCK_MEMBER_HELD_ELSEWHERE: out[i] = 'B'; break;
+        case REDLOCK_MEMBER_TIMEOUT: out[i] = 'T'; break;
+        case REDLOCK_MEMBER_ERROR: out[i] = 'E'; break;
+        default: out[i] = '-'; break;
+        }
+    }
+    out[i] = '\0';
+}
+
+/* One acquire and, if it succeeds, one hold with its writes and release.
+ * Returns 1 if the lock was acquired. */
+static int one_hold(worker *w, slot *s, int watchdog, int64_t wait_ms, int64_t hold_ms)
+{
+    int64_t ab, ae, rb, re, vend = 0, hold_until, seq = w->cycles;
+    uint64_t token = 0;
+    int rc, urc, writes = 0;
+    char grants[72] = "-", released[72] = "-";
+
+    atomic_store(&s->lost_ns, 0);
+    atomic_store(&s->lost_reason, 0);
+    w->attempts++;
+    ab = now_ns();
+    rc = redlock_acquire_as(s->lock, w->owner, wait_ms, watchdog ? 0 : w->cfg.lease_ms);
+    ae = now_ns();
+    if (rc != REDLOCK_OK) {
+        if (rc != REDLOCK_EBUSY && rc != REDLOCK_ETIMEOUT && rc != REDLOCK_ENO_QUORUM)
+            record_error(w, "acquire", rc);
+        fprintf(w->log, "F %d %s %lld %lld %lld %s\n", w->cfg.id, s->name, (long long)ab,
+                (long long)ae, (long long)wait_ms, redlock_err_name(rc));
+        return 0;
+    }
+    w->acquired++;
+    members_outcome(s->lock, grants, sizeof(grants));
+    if ((rc = redlock_lock_token_as(s->lock, w->owner, &token)) != REDLOCK_OK)
+        record_error(w, "token", rc);
+    confirm_validity(w, s, &vend);
+    hold_until = ae + hold_ms * NS_PER_MS;
+    for (;;) {
+        int64_t t;
+
+        if (!w->cfg.unchecked && !confirm_validity(w, s, &vend))
+            break;
+        fenced_write(w, s, seq, writes++, token, vend);
+        if (w->cfg.unchecked)
+            confirm_validity(w, s, &vend);
+        /* An unchecked victim models a process that acts before it looks:
+         * it keeps writing after the loss until told to stop. */
+        if ((atomic_load(&s->lost_ns) != 0 && !w->cfg.unchecked) || stop_requested)
+            break;
+        if (w->cfg.role == ROLE_VICTIM && file_exists(w->cfg.stop_file))
+            break;
+        if (w->cfg.role == ROLE_VICTIM && writes == 1 && w->cfg.ready_file) {
+            FILE *f = fopen(w->cfg.ready_file, "w");
+
+            if (f) {
+                fprintf(f, "%llu\n", (unsigned long long)token);
+                fclose(f);
+            }
+        }
+        t = now_ns();
+        if (t >= hold_until)
+            break;
+        sleep_ms((hold_until - t) / NS_PER_MS < w->cfg.step_ms ? (hold_until - t) / NS_PER_MS + 1
+                                                                 : w->cfg.step_ms);
+    }
+    rb = now_ns();
+    urc = redlock_unlock_as(s->lock, w->owner);
+    re = now_ns();
+    members_outcome(s->lock, released, sizeof(released));
+    if (urc != REDLOCK_OK && urc != REDLOCK_ELOST)
+        record_error(w, "unlock", urc);
+    if (atomic_load(&s->lost_ns) != 0 || urc == REDLOCK_ELOST)
+        w->lost++;
+    fprintf(w->log, "H %d %s %lld %s %lld %lld %llu %lld %lld %lld %s %lld %s %d %s/%s\n", w->cfg.id,
+            s->name, (long long)seq, watchdog ? "watchdog" : "lease", (long long)ab,
+            (long long)ae, (unsigned long long)token, (long long)vend, (long long)rb,
+            (long long)re, redlock_err_name(urc), (long long)atomic_load(&s->lost_ns),
+            redlock_err_name(atomic_load(&s->lost_reason)), writes, grants, released);
+    return 1;
+}
+
+static int run(worker *w)
+{
+    const config *c = &w->cfg;
+    int64_t start = now_ns(), end = start + c->duration_ms * NS_PER_MS;
+
+    maybe_sample(w);
+    if (c->role == ROLE_VICTIM || c->role == ROLE_PROBE) {
+        /* One hold of the first name, waiting for it up to wait_max_ms. */
+        int watchdog = c->mode == MODE_WATCHDOG;
+        int64_t hold = c->role == ROLE_VICTIM ? c->duration_ms : c->hold_max_ms;
+
+        one_hold(w, &w->slots[0], watchdog, c->wait_max_ms, hold);
+        w->cycles++;
+        maybe_sample(w);
+        return 0;
+    }
+    while (!stop_requested && now_ns() < end && (c->max_cycles <= 0 || w->cycles < c->max_cycles)) {
+        slot *s = &w->slots[rand_between(w, 0, (int64_t)w->n_slots - 1)];
+        int watchdog = c->mode == MODE_WATCHDOG || (c->mode == MODE_MIXED && rand_between(w, 0, 1));
+        int64_t wait = rand_between(w, 0, c->wait_max_ms);
+        int64_t left = (end - now_ns()) / NS_PER_MS;
+        int64_t hold = rand_between(w, c->hold_min_ms, c->hold_max_ms);
+
+        /* Some holds outlive several watchdog renewals, so that faults hit
+         * holders and not only waiters. */
+        if (c->long_hold_ms > 0 && rand_between(w, 0, 7) == 0)
+            hold = rand_between(w, c->long_hold_ms / 2, c->long_hold_ms);
+
+        if (wait > left)
+            wait = left > 0 ? left : 0;
+        if (!one_hold(w, s, watchdog, wait, hold))
+            sleep_ms(rand_between(w, 1, c->step_ms));
+        w->cycles++;
+        maybe_sample(w);
+    }
+    w->next_sample_ns = 0;
+    maybe_sample(w);
+    return 0;
+}
+
+static size_t split(char *s, char **out, size_t cap)
+{
+    size_t n = 0;
+    char *save = NULL, *tok;
+
+    for (tok = strtok_r(s, ",", &save); tok && n < cap; tok = strtok_r(NULL, ",", &save))
+        out[n++] = tok;
+    return n;
+}
+
+static void usage(void)
+{
+    fprintf(stderr,
+            "usage: safety_worker --uris U1,U2,... --storage URI --names a,b --out FILE --id N\n"
+            "         [--role contend|victim|probe] [--mode lease|watchdog|mixed]\n"
+            "         [--duration-ms D] [--max-cycles N] [--lease-ms L] [--watchdog-lease-ms L]\n"
+            "         [--node-timeout-ms T] [--hold-min-ms A] [--hold-max-ms B] [--wait-max-ms W]\n"
+            "         [--long-hold-ms H] [--step-ms S] [--sample-ms S] [--ready-file F]\n"
+            "         [--stop-file F] [--unchecked]\n"
+            "       safety_worker --now\n");
+}
+
+static int parse_args(config *c, int argc, char **argv)
+{
+    static const struct option opts[] = {
+        {"uris", 1, 0, 'u'},           {"storage", 1, 0, 's'},    {"names", 1, 0, 'n'},
+        {"out", 1, 0, 'o'},            {"id", 1, 0, 'i'},         {"role", 1, 0, 'r'},
+        {"mode", 1, 0, 'm'},           {"duration-ms", 1, 0, 'd'}, {"max-cycles", 1, 0, 'c'},
+        {"lease-ms", 1, 0, 'l'},       {"watchdog-lease-ms", 1, 0, 'L'},
+        {"node-timeout-ms", 1, 0, 't'}, {"hold-min-ms", 1, 0, 'a'}, {"hold-max-ms", 1, 0, 'b'},
+        {"wait-max-ms", 1, 0, 'w'},    {"step-ms", 1, 0, 'p'},    {"sample-ms", 1, 0, 'S'},
+        {"long-hold-ms", 1, 0, 'g'},
+        {"ready-file", 1, 0, 'R'},     {"stop-file", 1, 0, 'T'},  {"unchecked", 0, 0, 'U'},
+        {0, 0, 0, 0}};
+    int o;
+
+    *c = (config){.role = ROLE_CONTEND, .mode = MODE_MIXED, .duration_ms = 10000,
+                  .lease_ms = 2000, .watchdog_lease_ms = 1500, .node_timeout_ms = 100,
+                  .hold_min_ms = 5, .hold_max_ms = 200, .wait_max_ms = 500, .step_ms = 20,
+                  .sample_ms = 1000};
+    while ((o = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+        switch (o) {
+        case 'u': c->uris = optarg; break;
+        case 's': c->storage = optarg; break;
+        case 'n': c->names = optarg; break;
+        case 'o': c->out = optarg; break;
+        case 'i': c->id = atoi(optarg); break;
+        case 'r':
+            c->role = !strcmp(optarg, "victim") ? ROLE_VICTIM
+                      : !strcmp(optarg, "probe") ? ROLE_PROBE
+                      : !strcmp(optarg, "contend") ? ROLE_CONTEND : (worker_role)-1;
+            break;
+        case 'm':
+            c->mode = !strcmp(optarg, "lease") ? MODE_LEASE
+                      : !strcmp(optarg, "watchdog") ? MODE_WATCHDOG
+                      : !strcmp(optarg, "mixed") ? MODE_MIXED : (lease_mode)-1;
+            break;
+        case 'd': c->duration_ms = atoll(optarg); break;
+        case 'c': c->max_cycles = atoll(optarg); break;
+        case 'l': c->lease_ms = atoll(optarg); break;
+        case 'L': c->watchdog_lease_ms = atoi(optarg); break;
+        case 't': c->node_timeout_ms = atoi(optarg); break;
+        case 'a': c->hold_min_ms = atoll(optarg); break;
+        case 'b': c->hold_max_ms = atoll(optarg); break;
+        case 'w': c->wait_max_ms = atoll(optarg); break;
+        case 'p': c->step_ms = atoll(optarg); break;
+        case 'S': c->sample_ms = atoll(optarg); break;
+        case 'g': c->long_hold_ms = atoll(optarg); break;
+        case 'R': c->ready_file = optarg; break;
+        case 'T': c->stop_file = optarg; break;
+        case 'U': c->unchecked = 1; break;
+        default: return -1;
+        }
+    }
+    if (!c->uris || !c->storage || !c->names || !c->out || (int)c->role < 0 ||
+        (int)c->mode < 0 || c->lease_ms <= 0 || c->step_ms <= 0 || c->sample_ms <= 0 ||
+        c->hold_max_ms < c->hold_min_ms || c->wait_max_ms < 0 || c->duration_ms < 0)
+        return -1;
+    return 0;
+}
+
+static int setup(worker *w, char *uris_buf, char *names_buf)
+{
+    const config *c = &w->cfg;
+    char *uris[64], *names[MAX_NAMES];
+    size_t n_uris = split(uris_buf, uris, 64), i;
+    redlock_options o = {0}, so = {0};
+    redlock_lock_options lo = {0};
+    int rc;
+
+    w->n_slots = split(names_buf, names, MAX_NAMES);
+    if (n_uris == 0 || w->n_slots == 0) {
+        fprintf(stderr, "safety_worker: no nodes or no names\n");
+        return -1;
+    }
+    o.node_timeout_ms = c->node_timeout_ms;
+    o.watchdog_lease_ms = c->watchdog_lease_ms;
+    if ((rc = redlock_client_new(&w->client, (const char *const *)uris, n_uris, &o)) ||
+        (rc = redlock_client_new(&w->storage, &c->storage, 1, &so))) {
+        fprintf(stderr, "safety_worker: client: %s: %s\n", redlock_err_name(rc),
+                redlock_last_error());
+        return -1;
+    }
+    lo.fencing = 1;
+    for (i = 0; i < w->n_slots; i++) {
+        slot *s = &w->slots[i];
+
+        snprintf(s->name, sizeof(s->name), "%s", names[i]);
+        snprintf(s->resource, sizeof(s->resource), "res:{%s}", names[i]);
+        if ((rc = redlock_lock_new(w->client, s->name, &lo, &s->lock)) != REDLOCK_OK) {
+            fprintf(stderr, "safety_worker: lock %s: %s\n", s->name, redlock_last_error());
+            return -1;
+        }
+        redlock_lock_set_on_lost(s->lock, on_lost, s);
+    }
+    w->owner = redlock_thread_owner();
+    return 0;
+}
+
+static void teardown(worker *w)
+{
+    size_t i;
+
+    for (i = 0; i < w->n_slots; i++)
+        redlock_lock_free(w->slots[i].lock);
+    redlock_client_free(w->storage);
+    redlock_client_free(w->client);
+}
+
+int main(int argc, char **argv)
+{
+    static worker w;
+    char *uris_buf = NULL, *names_buf = NULL;
+    struct sigaction sa;
+    int rc = 1;
+
+    if (argc == 2 && !strcmp(argv[1], "--now")) {
+        printf("%lld\n", (long long)now_ns());
+        return 0;
+    }
+    if (parse_args(&w.cfg, argc, argv) != 0) {
+        usage();
+        return 64;
+    }
+    memset(&sa, 0, sizeof(sa));
+    sa.sa_handler = on_term;
+    sigaction(SIGTERM, &sa, NULL);
+    sigaction(SIGINT, &sa, NULL);
+    w.rng = (unsigned)(now_ns() ^ ((int64_t)getpid() << 16) ^ w.cfg.id);
+    if (!(w.log = fopen(w.cfg.out, "a"))) {
+        fprintf(stderr, "safety_worker: %s: %s\n", w.cfg.out, strerror(errno));
+        return 1;
+    }
+    setvbuf(w.log, NULL, _IOLBF, 0);
+    uris_buf = strdup(w.cfg.uris);
+    names_buf = strdup(w.cfg.names);
+    if (uris_buf && names_buf && setup(&w, uris_buf, names_buf) == 0)
+        rc = run(&w);
+    teardown(&w);
+    fprintf(w.log, "S %d %lld %lld %lld %lld %d\n", w.cfg.id, (long long)w.cycles,
+            (long long)w.attempts, (long long)w.acquired, (long long)w.lost, BUILT_WITH_ASAN);
+    fclose(w.log);
+    free(uris_buf);
+    free(names_buf);
+    return rc;
+}

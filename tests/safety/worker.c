@@ -100,7 +100,10 @@ typedef struct worker {
     redlock_client *storage;
     slot slots[MAX_NAMES];
     size_t n_slots;
-    uint64_t owner;
+    uint64_t owner;      /* the owner id of the current attempt */
+    /* Nonzero: every hold uses the thread's own owner id, which exposes the
+     * known same-owner stale-release bug (tests/safety/README.md). */
+    int same_owner;
     int64_t cycles, attempts, acquired, lost;
     int64_t next_sample_ns;
     unsigned rng;
@@ -280,6 +283,10 @@ static int one_hold(worker *w, slot *s, int watchdog, int64_t wait_ms, int64_t h
     atomic_store(&s->lost_ns, 0);
     atomic_store(&s->lost_reason, 0);
     w->attempts++;
+    /* A fresh owner id per attempt: a release of an earlier hold that is
+     * still queued on a frozen node cannot then match this hold's field. */
+    if (!w->same_owner)
+        w->owner = ((uint64_t)1 << 62) | (uint64_t)w->attempts;
     ab = now_ns();
     rc = redlock_acquire_as(s->lock, w->owner, wait_ms, watchdog ? 0 : w->cfg.lease_ms);
     ae = now_ns();
@@ -496,6 +503,8 @@ static int setup(worker *w, char *uris_buf, char *names_buf)
         redlock_lock_set_on_lost(s->lock, on_lost, s);
     }
     w->owner = redlock_thread_owner();
+    w->same_owner = getenv("REDLOCK_SAFETY_SAME_OWNER") &&
+                    strcmp(getenv("REDLOCK_SAFETY_SAME_OWNER"), "1") == 0;
     return 0;
 }
 

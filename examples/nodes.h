@@ -13,11 +13,11 @@
 
 #define EXAMPLE_MAX_NODES 64
 
-/* Fills uris (pointing into argv or into a copy of $REDLOCK_NODES that
- * lives until exit) and returns how many; 0 if none were given. */
+/* Fills uris (pointing into argv or into a static copy of $REDLOCK_NODES)
+ * and returns how many; 0 if none were given or the list is too long. */
 static size_t example_nodes(int argc, char **argv, const char **uris)
 {
-    static char *env_copy;
+    static char env_copy[8192];
     size_t n = 0;
     char *tok, *save = NULL;
     const char *env;
@@ -28,8 +28,9 @@ static size_t example_nodes(int argc, char **argv, const char **uris)
         return n;
     }
     env = getenv("REDLOCK_NODES");
-    if (!env || !*env || !(env_copy = strdup(env)))
+    if (!env || !*env || strlen(env) >= sizeof(env_copy))
         return 0;
+    memcpy(env_copy, env, strlen(env) + 1);
     for (tok = strtok_r(env_copy, ",", &save); tok && n < EXAMPLE_MAX_NODES;
          tok = strtok_r(NULL, ",", &save))
         uris[n++] = tok;

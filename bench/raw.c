@@ -284,6 +284,7 @@ void raw_floor_init(raw_floor *f, const bench_args *a, size_t n, const char *nam
     snprintf(f->name, sizeof(f->name), "%s", name);
     snprintf(f->channel, sizeof(f->channel), "redisson_lock__channel:{%s}", name);
     snprintf(f->latch_prefix, sizeof(f->latch_prefix), "redlock_latch:{%s}:", name);
+    snprintf(f->gen_key, sizeof(f->gen_key), "redlock_gen:{%s}", name);
     rand_hex(id, 8);
     /* Same shape as a library field: "<36-char uuid>:<owner>". */
     snprintf(f->field, sizeof(f->field), "%.8s-0000-4000-8000-%.8s0000:%d", id, id + 8,
@@ -316,14 +317,14 @@ int64_t raw_floor_acquire(raw_floor *f)
 
     rand_hex(rid, 16);
     snprintf(latch, sizeof(latch), "%s%s", f->latch_prefix, rid);
-    send_all(f, raw_format(f->cmd, sizeof(f->cmd), 8,
+    send_all(f, raw_format(f->cmd, sizeof(f->cmd), 10,
                            (const char *[]){"EVALSHA",
                                             redlock__scripts[REDLOCK__SCRIPT_ACQUIRE].sha1,
-                                            "2", f->name, latch, f->lease, f->field,
-                                            f->latch_ms}));
+                                            "3", f->name, latch, f->gen_key, f->lease,
+                                            f->field, f->latch_ms, rid}));
     for (i = 0; i < f->n; i++) {
         raw_read(&f->conns[i], &r);
-        if (r.type != 'n')
+        if (r.type != '*')
             bench_die("floor acquire on node %zu: not granted (%c %lld %s)", i, r.type,
                       r.integer, r.text);
     }
@@ -339,11 +340,11 @@ int64_t raw_floor_release(raw_floor *f)
 
     rand_hex(rid, 16);
     snprintf(latch, sizeof(latch), "%s%s", f->latch_prefix, rid);
-    send_all(f, raw_format(f->cmd, sizeof(f->cmd), 11,
+    send_all(f, raw_format(f->cmd, sizeof(f->cmd), 13,
                            (const char *[]){"EVALSHA",
                                             redlock__scripts[REDLOCK__SCRIPT_RELEASE].sha1,
-                                            "3", f->name, f->channel, latch, "0", f->lease,
-                                            f->field, f->release_latch_ms, "0"}));
+                                            "4", f->name, f->channel, latch, f->gen_key, "0",
+                                            f->lease, f->field, f->release_latch_ms, "0", ""}));
     for (i = 0; i < f->n; i++) {
         raw_read(&f->conns[i], &r);
         if (r.type != ':' || r.integer != 1)

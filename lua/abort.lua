@@ -4,6 +4,7 @@
 -- KEYS[1]  lock name
 -- KEYS[2]  release channel, redisson_lock__channel:{NAME}
 -- KEYS[3]  the acquire request's latch
+-- KEYS[4]  generations, redlock_gen:{NAME} (see acquire.lua)
 -- ARGV[1]  release message ("0")
 -- ARGV[2]  lease in ms, reset while holds remain
 -- ARGV[3]  owner field <client-id>:<owner-id>
@@ -12,7 +13,8 @@
 -- Returns
 --   0  nothing to undo: the request did not grant, or never ran and is now
 --      cancelled (if it arrives later it changes nothing and returns -3)
---   1  the grant was undone (count decremented; deleted and published at 0)
+--   1  the grant was undone (count decremented; deleted and published at 0,
+--      with the owner's generation)
 -- Idempotent: the latch is turned into the cancel mark 'x' either way.
 local first = redis.call('get', KEYS[3])
 redis.call('set', KEYS[3], 'x', 'px', ARGV[4])
@@ -22,8 +24,10 @@ if redis.call('hexists', KEYS[1], ARGV[3]) == 0 then return 0 end
 local count = redis.call('hincrby', KEYS[1], ARGV[3], -1)
 if count > 0 then
     redis.call('pexpire', KEYS[1], ARGV[2])
+    redis.call('pexpire', KEYS[4], ARGV[2])
     return 1
 end
 redis.call('del', KEYS[1])
+redis.call('hdel', KEYS[4], ARGV[3])
 redis.call('publish', KEYS[2], ARGV[1])
 return 1

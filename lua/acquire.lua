@@ -2,25 +2,34 @@
 --
 -- KEYS[1]  lock name: a hash whose field <client-id>:<owner-id> counts holds
 -- KEYS[2]  latch: unique to this request, remembers its first result
--- KEYS[3]  (optional) fencing token key, redisson_lock_token:{NAME}
+-- KEYS[3]  generations, redlock_gen:{NAME}: per owner field, the request id
+--          of the fresh grant that made the owner's current hold
+-- KEYS[4]  (optional) fencing token key, redisson_lock_token:{NAME}
 -- ARGV[1]  lease in ms (PEXPIRE)
 -- ARGV[2]  owner field <client-id>:<owner-id>
 -- ARGV[3]  latch lifetime in ms
+-- ARGV[4]  this request's id, recorded as the generation of a fresh grant
 --
 -- Returns
---   nil          acquired or re-entered (count + 1, lease reset), no fencing
---   {token}      same, with KEYS[3]: a fresh grant's token candidate
---                max(stored + 1, node time in us); a re-entry returns {0}
+--   {token, generation}  acquired or re-entered (count + 1, lease reset).
+--                token: with KEYS[4], a fresh grant's candidate
+--                max(stored + 1, node time in us); 0 for a re-entry or
+--                without KEYS[4]. generation: the hold's generation, ARGV[4]
+--                for a fresh grant; a re-entry keeps the hold's own ("" if
+--                the hold has none, e.g. one made by Redisson)
 --   integer >= 0 or -1   held by another owner: its PTTL
 --   -3           this request was cancelled by abort.lua before it ran
 -- A replay of the same request (same latch) returns its first result and
 -- changes nothing, so a retry after a lost reply never counts a hold twice.
+-- The generation lets a release touch only the hold it was sent for: a late
+-- release of an earlier hold of the same owner must not drop a newer one
+-- (see release.lua).
 local first = redis.call('get', KEYS[2])
 if first then
     if first == 'x' then return -3 end
     if string.sub(first, 1, 1) == 'g' then
-        if #KEYS >= 3 then return {tonumber(string.sub(first, 2))} end
-        return nil
+        local token, gen = string.match(first, '^g(%d+):(.*)$')
+        return {tonumber(token), gen}
     end
     return tonumber(first)
 end
@@ -29,17 +38,20 @@ local fresh = redis.call('exists', KEYS[1]) == 0
 if fresh or redis.call('hexists', KEYS[1], ARGV[2]) == 1 then
     redis.call('hincrby', KEYS[1], ARGV[2], 1)
     redis.call('pexpire', KEYS[1], ARGV[1])
+    if fresh then redis.call('hset', KEYS[3], ARGV[2], ARGV[4]) end
+    redis.call('pexpire', KEYS[3], ARGV[1])
+    local gen = redis.call('hget', KEYS[3], ARGV[2]) or ''
     local token = 0
-    if fresh and #KEYS >= 3 then
-        local stored = tonumber(redis.call('get', KEYS[3]) or '0')
+    if fresh and #KEYS >= 4 then
+        local stored = tonumber(redis.call('get', KEYS[4]) or '0')
         local now = redis.call('time')
         local now_us = tonumber(now[1]) * 1000000 + tonumber(now[2])
         token = math.max(stored + 1, now_us)
-        redis.call('set', KEYS[3], string.format('%.0f', token))
+        redis.call('set', KEYS[4], string.format('%.0f', token))
     end
-    redis.call('set', KEYS[2], 'g' .. string.format('%.0f', token), 'px', ARGV[3])
-    if #KEYS >= 3 then return {token} end
-    return nil
+    redis.call('set', KEYS[2], 'g' .. string.format('%.0f', token) .. ':' .. gen,
+               'px', ARGV[3])
+    return {token, gen}
 end
 
 local ttl = redis.call('pttl', KEYS[1])

@@ -285,7 +285,8 @@ static int fill_force(void *ud, size_t m, const char **argv, char **owned)
     (void)owned;
     argv[0] = f->l->members[m].name;
     argv[1] = f->l->members[m].channel;
-    argv[2] = REDLOCK__RELEASE_MSG;
+    argv[2] = f->l->members[m].gen_key;
+    argv[3] = REDLOCK__RELEASE_MSG;
     return 0;
 }
 
@@ -320,7 +321,7 @@ int redlock_force_unlock(redlock_lock *l, size_t *released)
     f.l = l;
     f.answered = f.deleted = 0;
     f.why[0] = '\0';
-    rc = redlock__plan_build(&p, l, NULL, REDLOCK__SCRIPT_FORCE_RELEASE, 2, 3, fill_force, &f,
+    rc = redlock__plan_build(&p, l, NULL, REDLOCK__SCRIPT_FORCE_RELEASE, 3, 4, fill_force, &f,
                              c->tp.ops->now_ns(c->tp.ctx) + inspect_timeout_ns(c));
     if (rc)
         return rc;

@@ -60,12 +60,25 @@ typedef enum redlock__hold_state {
     REDLOCK__LOST
 } redlock__hold_state;
 
+/* A request id (32 hex digits), also the generation of the hold a fresh
+ * grant made: release.lua only drops a hold of its own generation. */
+#define REDLOCK__GEN_LEN 32
+#define REDLOCK__GEN_KEEP 4
+typedef char redlock__gen[REDLOCK__GEN_LEN + 1];
+/* The generations a hold may have on one member, comma-separated: the
+ * grant that made it is not always known (a member that did not answer may
+ * have granted afresh, or re-entered). At most REDLOCK__GEN_KEEP, newest
+ * last; "" is unknown. */
+typedef char redlock__gens[REDLOCK__GEN_KEEP * (REDLOCK__GEN_LEN + 1)];
+
 typedef struct redlock__lock_member {
     size_t node;
     char *name;
     char *latch_prefix;   /* "redlock_latch:{NAME}:" */
     char *token_key;      /* "redisson_lock_token:{NAME}" */
     char *channel;        /* "redisson_lock__channel:{NAME}" */
+    char *gen_key;        /* "redlock_gen:{NAME}" */
+    redlock__gens gens;   /* our hold's generations here, guarded by mu */
 } redlock__lock_member;
 
 struct redlock_lock {
@@ -114,6 +127,8 @@ int redlock__client_new_with_transport(redlock_client **out, size_t n_nodes,
 
 /* lock.c */
 redlock_member_report *redlock__report_begin(redlock_lock *l);
+/* Adds gen to list (dropping the oldest when full). */
+void redlock__gens_add(redlock__gens list, const char *gen);
 void redlock__hold_lost(redlock_lock *l, int reason, int notify);
 
 /* quorum.c: one acquire attempt and one release, with the fan-out. */
@@ -128,19 +143,26 @@ typedef struct redlock__attempt_result {
     int64_t valid_until_ns;
     uint64_t token;      /* fencing token on a fresh fenced grant */
     int reentry;         /* every grant was a re-entry */
+    redlock__gen request_id; /* the generation of the fresh grants it made */
+    /* Per member, the generation of the hold it granted or re-entered, as
+     * the member reported it ("" for a hold without one), if it did. */
+    redlock__gen gens[REDLOCK__MAX_NODES];
+    unsigned char gen_reported[REDLOCK__MAX_NODES];
 } redlock__attempt_result;
 
 int redlock__attempt(redlock_lock *l, const char *field, int64_t lease_ms,
                      redlock__attempt_result *res);
 /* Releases one hold on every member; drop_all drops every hold of field.
- * *released gets members that released or decremented, *still_held those
- * that answered "still held". */
-int redlock__release_members(redlock_lock *l, const char *field, int64_t lease_ms,
-                             int drop_all, int64_t give_up_ns, int *released,
-                             int *decremented, int *not_held);
+ * gens holds, per member, the generations the hold may have there (NULL:
+ * unknown, any hold of field is released). *released gets members that released,
+ * *decremented those that answered "still held". */
+int redlock__release_members(redlock_lock *l, const char *field, const redlock__gens *gens,
+                             int64_t lease_ms, int drop_all, int64_t give_up_ns,
+                             int *released, int *decremented, int *not_held);
 
 /* Re-acquires the included members (their keys vanished) without counting
- * them; used by the watchdog to restore the fault margin. */
+ * them; used by the watchdog to restore the fault margin. The hold of field
+ * records the restore's request as its generation on those members. */
 void redlock__restore_members(redlock_lock *l, const char *field, int64_t lease_ms,
                               const unsigned char *include, int64_t deadline_ns);
 

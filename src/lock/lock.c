@@ -14,6 +14,7 @@
 #define LATCH_PREFIX "redlock_latch:{"
 #define TOKEN_PREFIX "redisson_lock_token:{"
 #define CHANNEL_PREFIX "redisson_lock__channel:{"
+#define GEN_PREFIX "redlock_gen:{"
 
 static char *braced(const char *prefix, const char *name, const char *suffix)
 {
@@ -50,6 +51,7 @@ void redlock_lock_free(redlock_lock *l)
         free(l->members[i].latch_prefix);
         free(l->members[i].token_key);
         free(l->members[i].channel);
+        free(l->members[i].gen_key);
     }
     free(l->members);
     pthread_mutex_destroy(&l->mu);
@@ -105,7 +107,8 @@ int redlock_multilock_new(redlock_client *c, const redlock_member *members, size
         m->latch_prefix = braced(LATCH_PREFIX, members[i].name, ":");
         m->token_key = braced(TOKEN_PREFIX, members[i].name, "");
         m->channel = braced(CHANNEL_PREFIX, members[i].name, "");
-        if (!m->name || !m->latch_prefix || !m->token_key || !m->channel) {
+        m->gen_key = braced(GEN_PREFIX, members[i].name, "");
+        if (!m->name || !m->latch_prefix || !m->token_key || !m->channel || !m->gen_key) {
             redlock_lock_free(l);
             return redlock__fail(REDLOCK_ENOMEM, "out of memory");
         }
@@ -207,6 +210,27 @@ static const char *first_failure(const redlock_lock *l)
     return "";
 }
 
+void redlock__gens_add(redlock__gens list, const char *gen)
+{
+    size_t len = strlen(list), add = strlen(gen) + (len ? 1 : 0);
+
+    while (len > 0 && len + add >= sizeof(redlock__gens)) {
+        char *comma = strchr(list, ',');
+
+        if (!comma) {
+            len = 0;
+            break;
+        }
+        memmove(list, comma + 1, strlen(comma + 1) + 1);
+        len = strlen(list);
+    }
+    if (len + add >= sizeof(redlock__gens)) {
+        list[0] = '\0';
+        len = 0;
+    }
+    snprintf(list + len, sizeof(redlock__gens) - len, "%s%s", len ? "," : "", gen);
+}
+
 static void remember_lost(redlock_lock *l, uint64_t owner)
 {
     l->lost_owners[l->lost_next++ % REDLOCK__LOST_MEMORY] = owner;
@@ -267,8 +291,20 @@ static void hold_acquired(redlock_lock *l, uint64_t owner, const char *field,
     redlock_client *c = l->client;
     int64_t now = c->tp.ops->now_ns(c->tp.ctx);
     int listed;
+    size_t m;
 
     pthread_mutex_lock(&l->mu);
+    /* A member that answered says which hold it granted or re-entered. One
+     * that did not may still grant afresh with this request's id, or
+     * re-enter a hold of ours left there (an earlier hold whose release has
+     * not reached it yet): its release may carry any of these. Older ids
+     * never name a newer hold, so keeping them is safe. */
+    for (m = 0; m < l->n; m++) {
+        if (res->gen_reported[m])
+            redlock__copy_msg(l->members[m].gens, sizeof(l->members[m].gens), res->gens[m]);
+        else
+            redlock__gens_add(l->members[m].gens, res->request_id);
+    }
     if (l->state == REDLOCK__HELD && l->owner == owner) {
         l->count++;
     } else {
@@ -433,8 +469,10 @@ int redlock_unlock_as(redlock_lock *l, uint64_t owner)
 {
     redlock_client *c;
     char field[64];
+    redlock__gens gens[REDLOCK__MAX_NODES];
     int64_t lease_ms, give_up, now;
     int ours, final, expired, released = 0, decremented = 0, not_held = 0, rc;
+    size_t m;
 
     if (!l)
         return redlock__fail(REDLOCK_EINVAL, "lock is NULL");
@@ -468,9 +506,16 @@ int redlock_unlock_as(redlock_lock *l, uint64_t owner)
      * can outlive or re-create a released lock. */
     if (final)
         redlock__watchdog_remove(l);
+    /* Read after the watchdog stopped: a restore it made carries its own
+     * generation. Without a hold here the generation is unknown, and any
+     * hold of this owner is released. */
+    pthread_mutex_lock(&l->mu);
+    for (m = 0; m < l->n; m++)
+        memcpy(gens[m], l->members[m].gens, sizeof(gens[m]));
+    pthread_mutex_unlock(&l->mu);
     redlock__owner_field(c, owner, field, sizeof(field));
-    rc = redlock__release_members(l, field, lease_ms, 0, give_up, &released, &decremented,
-                                  &not_held);
+    rc = redlock__release_members(l, field, ours ? (const redlock__gens *)gens : NULL, lease_ms,
+                                  0, give_up, &released, &decremented, &not_held);
     if (rc)
         return rc;
 
@@ -485,7 +530,8 @@ int redlock_unlock_as(redlock_lock *l, uint64_t owner)
          * than the others... or a higher one here: drop our field there. */
         int a = 0, b = 0, d = 0;
 
-        redlock__release_members(l, field, lease_ms, 1, give_up, &a, &b, &d);
+        redlock__release_members(l, field, (const redlock__gens *)gens, lease_ms, 1, give_up,
+                                 &a, &b, &d);
     }
     /* Without a hold recorded in this handle, only a quorum of our fields
      * proves ownership: fragments left by a lost or failed hold are cleaned

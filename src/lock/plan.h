@@ -5,7 +5,7 @@
 
 #include "lock/internal.h"
 
-#define REDLOCK__PLAN_ARGS 8
+#define REDLOCK__PLAN_ARGS 10
 
 typedef struct redlock__plan {
     size_t n;                  /* calls */

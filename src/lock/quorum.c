@@ -35,6 +35,7 @@ typedef struct acquire_ctx {
     int fresh;                  /* some member granted a fresh hold */
     int64_t sent_ns;
     const redlock__plan *plan;
+    redlock__attempt_result *res; /* gets each member's generation */
 } acquire_ctx;
 
 static int fill_acquire(void *ud, size_t m, const char **argv, char **owned)
@@ -45,10 +46,12 @@ static int fill_acquire(void *ud, size_t m, const char **argv, char **owned)
     *owned = redlock__latch_key(mem, a->request_id);
     argv[0] = mem->name;
     argv[1] = *owned;
-    argv[2] = mem->token_key; /* only read when nkeys is 3 */
-    argv[a->l->fencing ? 3 : 2] = a->lease;
-    argv[a->l->fencing ? 4 : 3] = a->field;
-    argv[a->l->fencing ? 5 : 4] = a->latch_ms;
+    argv[2] = mem->gen_key;
+    argv[3] = mem->token_key; /* only read when nkeys is 4 */
+    argv[a->l->fencing ? 4 : 3] = a->lease;
+    argv[a->l->fencing ? 5 : 4] = a->field;
+    argv[a->l->fencing ? 6 : 5] = a->latch_ms;
+    argv[a->l->fencing ? 7 : 6] = a->request_id;
     return *owned ? 0 : -1;
 }
 
@@ -70,12 +73,29 @@ static answer classify_acquire(acquire_ctx *a, size_t m, int err, const char *ms
         note_failure(rep, err, msg, NULL);
         return ANSWER_FAILED;
     }
+    /* nil: a grant without a generation (an acquire script that reports
+     * none); the hold's generation is then this request's, as if fresh. */
     if (r->type == REDIS_REPLY_NIL && !a->l->fencing)
         return ANSWER_GRANTED;
-    if (r->type == REDIS_REPLY_ARRAY && a->l->fencing && r->elements == 1 &&
-        r->element[0]->type == REDIS_REPLY_INTEGER) {
+    if (r->type == REDIS_REPLY_ARRAY && (r->elements == 1 || r->elements == 2) &&
+        r->element[0]->type == REDIS_REPLY_INTEGER &&
+        (a->l->fencing || r->element[0]->integer == 0)) {
         long long t = r->element[0]->integer;
 
+        if (r->elements == 2) {
+            const redisReply *g = r->element[1];
+
+            if (g->type != REDIS_REPLY_STRING || g->len >= sizeof(redlock__gen)) {
+                note_failure(rep, REDLOCK_EPROTO, "unexpected generation in an acquire reply",
+                             NULL);
+                return ANSWER_FAILED;
+            }
+            if (a->res) {
+                memcpy(a->res->gens[m], g->str, g->len);
+                a->res->gens[m][g->len] = '\0';
+                a->res->gen_reported[m] = 1;
+            }
+        }
         if (t > 0) {
             a->fresh = 1;
             if ((uint64_t)t > a->token)
@@ -130,6 +150,7 @@ typedef struct simple_ctx {
     char lease[24];
     char latch_ms[24];
     const char *drop_all;
+    const redlock__gens *gens;  /* release: per member, NULL when unknown */
     const redlock__plan *plan;
     int ok, other, not_held, failed;
     unsigned char *answered;
@@ -138,6 +159,8 @@ typedef struct simple_ctx {
     int pending;                /* calls not answered yet, with stop_at */
 } simple_ctx;
 
+/* Abort and release share their keys and first arguments; a release adds
+ * what to drop and the generation of the hold it drops. */
 static int fill_abort(void *ud, size_t m, const char **argv, char **owned)
 {
     simple_ctx *s = ud;
@@ -147,11 +170,13 @@ static int fill_abort(void *ud, size_t m, const char **argv, char **owned)
     argv[0] = mem->name;
     argv[1] = mem->channel;
     argv[2] = *owned;
-    argv[3] = REDLOCK__RELEASE_MSG;
-    argv[4] = s->lease;
-    argv[5] = s->field;
-    argv[6] = s->latch_ms;
-    argv[7] = s->drop_all;
+    argv[3] = mem->gen_key;
+    argv[4] = REDLOCK__RELEASE_MSG;
+    argv[5] = s->lease;
+    argv[6] = s->field;
+    argv[7] = s->latch_ms;
+    argv[8] = s->drop_all;
+    argv[9] = s->gens ? s->gens[m] : "";
     return *owned ? 0 : -1;
 }
 
@@ -253,7 +278,7 @@ static void abort_attempt(redlock_lock *l, const char *field, const char *reques
     fmt_i64(s.latch_ms, sizeof(s.latch_ms), lease_ms);
     for (m = 0; m < l->n; m++)
         include[m] = answers[m] != ANSWER_BUSY;
-    if (redlock__plan_build(&p, l, include, REDLOCK__SCRIPT_ABORT, 3, 7, fill_abort, &s,
+    if (redlock__plan_build(&p, l, include, REDLOCK__SCRIPT_ABORT, 4, 8, fill_abort, &s,
                             now + redlock__node_timeout_ns(c, lease_ms)) != REDLOCK_OK)
         goto out;
     s.plan = &p;
@@ -323,9 +348,11 @@ int redlock__attempt(redlock_lock *l, const char *field, int64_t lease_ms,
     memset(res, 0, sizeof(*res));
     memset(&a, 0, sizeof(a));
     redlock__rand_hex(request_id, 16);
+    memcpy(res->request_id, request_id, sizeof(res->request_id));
     a.l = l;
     a.field = field;
     a.request_id = request_id;
+    a.res = res;
     a.min_pttl_ms = -1;
     fmt_i64(a.lease, sizeof(a.lease), lease_ms);
     /* The latch must outlive any late copy of the request, which can only
@@ -338,8 +365,8 @@ int redlock__attempt(redlock_lock *l, const char *field, int64_t lease_ms,
     redlock__stat_add(&c->stats.attempts, 1);
 
     t0 = ops->now_ns(c->tp.ctx);
-    rc = redlock__plan_build(&p, l, NULL, REDLOCK__SCRIPT_ACQUIRE, l->fencing ? 3 : 2,
-                             l->fencing ? 6 : 5, fill_acquire, &a,
+    rc = redlock__plan_build(&p, l, NULL, REDLOCK__SCRIPT_ACQUIRE, l->fencing ? 4 : 3,
+                             l->fencing ? 8 : 7, fill_acquire, &a,
                              t0 + redlock__node_timeout_ns(c, lease_ms));
     if (rc) {
         free(a.answer);
@@ -386,9 +413,9 @@ int redlock__attempt(redlock_lock *l, const char *field, int64_t lease_ms,
     return a.busy > (int)l->n - l->quorum ? REDLOCK_EBUSY : REDLOCK_ENO_QUORUM;
 }
 
-int redlock__release_members(redlock_lock *l, const char *field, int64_t lease_ms,
-                             int drop_all, int64_t give_up_ns, int *released,
-                             int *decremented, int *not_held)
+int redlock__release_members(redlock_lock *l, const char *field, const redlock__gens *gens,
+                             int64_t lease_ms, int drop_all, int64_t give_up_ns,
+                             int *released, int *decremented, int *not_held)
 {
     redlock_client *c = l->client;
     simple_ctx s;
@@ -403,6 +430,7 @@ int redlock__release_members(redlock_lock *l, const char *field, int64_t lease_m
     s.field = field;
     s.request_id = request_id;
     s.drop_all = drop_all ? "1" : "0";
+    s.gens = gens;
     s.rep = redlock__report_begin(l);
     s.answered = calloc(l->n, 1);
     if (!s.answered)
@@ -411,7 +439,7 @@ int redlock__release_members(redlock_lock *l, const char *field, int64_t lease_m
     /* A retried release must find its latch for as long as retries run. */
     fmt_i64(s.latch_ms, sizeof(s.latch_ms),
             (give_up_ns - now) / REDLOCK__NS_PER_MS + 1000);
-    rc = redlock__plan_build(&p, l, NULL, REDLOCK__SCRIPT_RELEASE, 3, 8, fill_abort, &s,
+    rc = redlock__plan_build(&p, l, NULL, REDLOCK__SCRIPT_RELEASE, 4, 10, fill_abort, &s,
                              now + redlock__node_timeout_ns(c, lease_ms));
     if (rc) {
         free(s.answered);
@@ -445,16 +473,26 @@ void redlock__restore_members(redlock_lock *l, const char *field, int64_t lease_
     acquire_ctx a;
     redlock__plan p;
     char request_id[33];
+    size_t m;
 
     memset(&a, 0, sizeof(a));
     redlock__rand_hex(request_id, 16);
+    /* A member restored now holds a fresh grant of this request: its
+     * release must carry this generation (the hold's earlier ones would be
+     * refused there and leave the member held until its lease ran out). */
+    pthread_mutex_lock(&l->mu);
+    if (l->state == REDLOCK__HELD && strcmp(l->field, field) == 0)
+        for (m = 0; m < l->n; m++)
+            if (include[m])
+                redlock__gens_add(l->members[m].gens, request_id);
+    pthread_mutex_unlock(&l->mu);
     a.l = l;
     a.field = field;
     a.request_id = request_id;
     fmt_i64(a.lease, sizeof(a.lease), lease_ms);
     fmt_i64(a.latch_ms, sizeof(a.latch_ms), lease_ms);
-    if (redlock__plan_build(&p, l, include, REDLOCK__SCRIPT_ACQUIRE, l->fencing ? 3 : 2,
-                            l->fencing ? 6 : 5, fill_acquire, &a, deadline_ns) != REDLOCK_OK)
+    if (redlock__plan_build(&p, l, include, REDLOCK__SCRIPT_ACQUIRE, l->fencing ? 4 : 3,
+                            l->fencing ? 8 : 7, fill_acquire, &a, deadline_ns) != REDLOCK_OK)
         return;
     /* The outcome is read by the next tick's renewal, never counted now. */
     c->tp.ops->fanout(c->tp.ctx, p.batches, p.nb, on_restore_reply, NULL);

@@ -17,7 +17,7 @@
 #include "resp/scripts.h"
 
 #define PENDING_RETRY_MS 100
-#define MAX_CALL_ARGS 8
+#define MAX_CALL_ARGS 10
 
 struct redlock__pending {
     redlock__pending *next;
@@ -31,6 +31,7 @@ struct redlock__pending {
 typedef struct held {
     redlock_lock *l;
     char field[64];
+    redlock__gens *gens;          /* the hold's generations per member */
     char lease[24];
     int64_t lease_ms;
     int64_t validity_end_ns;
@@ -163,7 +164,7 @@ static int collect(redlock_client *c, tick *t, int64_t now)
     redlock__watchdog *wd = &c->wd;
     redlock_lock *l;
     redlock__pending **pp;
-    size_t n = 0;
+    size_t n = 0, m;
 
     for (l = wd->holds; l; l = l->wd_next)
         n++;
@@ -188,8 +189,18 @@ static int collect(redlock_client *c, tick *t, int64_t now)
         pthread_mutex_unlock(&l->mu);
         if (due) {
             h->member_answer = calloc(l->n, 1);
-            if (!h->member_answer)
+            h->gens = calloc(l->n, sizeof(*h->gens));
+            if (!h->member_answer || !h->gens) {
+                free(h->member_answer);
+                free(h->gens);
+                h->member_answer = NULL;
+                h->gens = NULL;
                 continue;
+            }
+            pthread_mutex_lock(&l->mu);
+            for (m = 0; m < l->n; m++)
+                memcpy(h->gens[m], l->members[m].gens, sizeof(h->gens[m]));
+            pthread_mutex_unlock(&l->mu);
             l->wd_pins++;
             t->n_held++;
         }
@@ -218,7 +229,7 @@ static int build(redlock_client *c, tick *t, int64_t deadline)
         total += t->held[i].l->n;
     t->calls = calloc(total ? total : 1, sizeof(redlock__call));
     t->tags = calloc(total ? total : 1, sizeof(tick_call));
-    t->argv = calloc((total ? total : 1) * 3, sizeof(char *));
+    t->argv = calloc((total ? total : 1) * 4, sizeof(char *));
     t->batches = calloc(c->n_nodes, sizeof(redlock__batch));
     t->batch_start = calloc(c->n_nodes, sizeof(size_t));
     t->pending_done = calloc(t->n_pending ? t->n_pending : 1, 1);
@@ -233,14 +244,15 @@ static int build(redlock_client *c, tick *t, int64_t deadline)
             size_t m;
 
             for (m = 0; m < h->l->n; m++) {
-                const char **argv = &t->argv[k * 3];
+                const char **argv = &t->argv[k * 4];
 
                 if (h->l->members[m].node != node)
                     continue;
                 argv[0] = h->l->members[m].name;
-                argv[1] = h->lease;
-                argv[2] = h->field;
-                t->calls[k] = (redlock__call){REDLOCK__SCRIPT_RENEW, 1, 3, argv, NULL};
+                argv[1] = h->l->members[m].gen_key;
+                argv[2] = h->lease;
+                argv[3] = h->field;
+                t->calls[k] = (redlock__call){REDLOCK__SCRIPT_RENEW, 2, 4, argv, NULL};
                 t->tags[k].h = h;
                 t->tags[k].member = m;
                 k++;
@@ -341,8 +353,10 @@ static void tick_free(tick *t)
 {
     size_t i;
 
-    for (i = 0; t->held && i < t->n_held; i++)
+    for (i = 0; t->held && i < t->n_held; i++) {
         free(t->held[i].member_answer);
+        free(t->held[i].gens);
+    }
     free(t->held);
     free(t->calls);
     free(t->tags);
@@ -437,7 +451,8 @@ void redlock__watchdog_tick(redlock_client *c)
 
             drop_from_list(c, h->l);
             /* Release what is left so others need not wait for the lease. */
-            redlock__release_members(h->l, h->field, h->lease_ms, 1,
+            redlock__release_members(h->l, h->field, (const redlock__gens *)h->gens,
+                                     h->lease_ms, 1,
                                      now + h->lease_ms * REDLOCK__NS_PER_MS, &a, &b, &d);
             continue;
         }

@@ -197,9 +197,9 @@ static void answer_cooperatively(hostile *h, int fd, const redisReply *cmd, cons
     }
     switch (script_of(cmd, strcasecmp(name, "EVAL") == 0)) {
     case REDLOCK__SCRIPT_ACQUIRE:
-        /* Three keys means a fencing acquire: a fresh token each time. */
+        /* Four keys means a fencing acquire: a fresh token each time. */
         if (cmd->elements > 2 && cmd->element[2]->type == REDIS_REPLY_STRING &&
-            strcmp(cmd->element[2]->str, "3") == 0) {
+            strcmp(cmd->element[2]->str, "4") == 0) {
             snprintf(buf, sizeof(buf), "*1\r\n:%lu\r\n",
                      __atomic_add_fetch(&h->token, 1, __ATOMIC_SEQ_CST));
             send_str(fd, buf);

@@ -11,6 +11,7 @@
 #include "core/util.h"
 #include "lock/internal.h"
 #include "redlock/redlock.h"
+#include "resp/scripts.h"
 #include "rig_env.h"
 
 #include <check.h>
@@ -1003,6 +1004,94 @@ START_TEST(test_single_node)
 END_TEST
 
 /* ------------------------------------------------------------------------ */
+/* 12. A late release of an earlier hold of the same owner (a copy still
+ * queued on a node that was frozen or restarting, or retried from the
+ * background) must leave a newer hold of that owner alone: dropping it on
+ * three members would leave the newer hold without a quorum. The late copy
+ * is sent by hand, exactly as the background retry sends it, so the order
+ * of events does not depend on when a node wakes up. */
+
+/* Sends release.lua to node as a late copy would: its own latch, the
+ * generations of the hold it was sent for. Returns the reply. */
+static const char *send_release(size_t node, const char *name, const char *field,
+                                const char *gens, const char *latch_tag)
+{
+    char args[1024];
+
+    snprintf(args, sizeof(args),
+             "EVALSHA %s 4 '%s' 'redisson_lock__channel:{%s}' 'redlock_latch:{%s}:%s' "
+             "'redlock_gen:{%s}' 0 10000 '%s' 10000 0 '%s'",
+             redlock__scripts[REDLOCK__SCRIPT_RELEASE].sha1, name, name, name, latch_tag,
+             name, field, gens);
+    return rig_cli(node, args);
+}
+
+static void member_gens(redlock_lock *l, redlock__gens *out)
+{
+    size_t i;
+
+    pthread_mutex_lock(&l->mu);
+    for (i = 0; i < l->n; i++)
+        memcpy(out[i], l->members[i].gens, sizeof(out[i]));
+    pthread_mutex_unlock(&l->mu);
+}
+
+START_TEST(test_late_release_spares_newer_hold)
+{
+    redlock_client *c = client_with(NODE_TIMEOUT_MS, 0, 0), *other = client_default();
+    char name[64], field[FIELD_CAP], tag[32];
+    redlock__gens old_gens[N_NODES], new_gens[N_NODES];
+    redlock_lock *l, *lo;
+    size_t i;
+
+    rig_unique_name(name, sizeof(name), "q", "late");
+    my_field(c, field, sizeof(field));
+    l = lock_with_quorum(c, name, 0);
+    lo = lock_with_quorum(other, name, 0);
+
+    ck_assert_int_eq(redlock_try_lock_for(l, 0, 10000), REDLOCK_OK);
+    for (i = 0; i < N_NODES; i++)
+        ck_assert_int_eq(settled_count(i, name, field, 1), 1);
+    member_gens(l, old_gens);
+    ck_assert_int_eq(redlock_unlock(l), REDLOCK_OK);
+    ck_assert_int_ge(wait_gone(name, N_NODES, 2000), 0);
+
+    /* The same owner (this thread) takes it again. */
+    ck_assert_int_eq(redlock_try_lock_for(l, 0, 10000), REDLOCK_OK);
+    for (i = 0; i < N_NODES; i++)
+        ck_assert_int_eq(settled_count(i, name, field, 1), 1);
+    member_gens(l, new_gens);
+    for (i = 0; i < N_NODES; i++)
+        ck_assert_str_ne(old_gens[i], new_gens[i]);
+
+    /* The earlier hold's release reaches three members only now. */
+    for (i = 2; i < N_NODES; i++) {
+        snprintf(tag, sizeof(tag), "late-%zu", i);
+        ck_assert_str_eq(send_release(i, name, field, old_gens[i], tag), "");
+        ck_assert_int_eq(node_count(i, name, field), 1);
+        /* Retried with the same latch, it answers the same. */
+        ck_assert_str_eq(send_release(i, name, field, old_gens[i], tag), "");
+        ck_assert_int_eq(node_count(i, name, field), 1);
+    }
+    /* The newer hold still has every member: nobody else gets it. */
+    ck_assert_int_eq(redlock_try_lock(lo), REDLOCK_EBUSY);
+
+    /* The same call with the newer hold's generations does release it,
+     * so the refusal above came from the generation alone. */
+    ck_assert_str_eq(send_release(4, name, field, new_gens[4], "current"), "1");
+    ck_assert(!key_exists(4, name));
+    ck_assert_int_eq(redlock_unlock(l), REDLOCK_OK);
+    ck_assert_int_ge(wait_gone(name, N_NODES, 2000), 0);
+    ck_assert_int_eq(redlock_try_lock(lo), REDLOCK_OK);
+    ck_assert_int_eq(redlock_unlock(lo), REDLOCK_OK);
+    redlock_lock_free(lo);
+    redlock_lock_free(l);
+    redlock_client_free(other);
+    redlock_client_free(c);
+}
+END_TEST
+
+/* ------------------------------------------------------------------------ */
 
 /* One TCase per case: its unchecked fixture heals the rig around it. */
 #define ADD_CASE(s, test)                                                      \
@@ -1031,6 +1120,7 @@ int main(void)
     ADD_CASE(s, test_validity);
     ADD_CASE(s, test_waiter_wakes);
     ADD_CASE(s, test_single_node);
+    ADD_CASE(s, test_late_release_spares_newer_hold);
     sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);
     failed = srunner_ntests_failed(sr);

@@ -423,11 +423,6 @@ static const char *arg_at(sx *s, int i)
     return s->argv[s->nkeys + i - 1];
 }
 
-static int has_arg(const sx *s, int i)
-{
-    return s->nkeys + i <= s->argc;
-}
-
 static fentry *get_hash(sx *s, const char *key)
 {
     fentry *e = lookup(s->f, s->nd, key);
@@ -476,14 +471,49 @@ static void pexpire(sx *s, const char *key, long long ms)
         e->expire_ns = s->f->now + ms * NS_PER_MS;
 }
 
+/* The generation recorded for owner (acquire.lua), or NULL. */
+static const char *gen_of(sx *s, const char *gen_key, const char *owner)
+{
+    ffield *fl = hfield(get_hash(s, gen_key), owner);
+
+    return fl ? fl->value : NULL;
+}
+
+/* Whether item is one of the comma-separated list (release.lua). */
+static int in_list(const char *list, const char *item)
+{
+    size_t n = strlen(item);
+    const char *p = list;
+
+    for (;;) {
+        const char *end = strchr(p, ',');
+        size_t len = end ? (size_t)(end - p) : strlen(p);
+
+        if (len == n && strncmp(p, item, n) == 0)
+            return 1;
+        if (!end)
+            return 0;
+        p = end + 1;
+    }
+}
+
+static void gen_forget(sx *s, const char *gen_key, const char *owner)
+{
+    fentry *e = get_hash(s, gen_key);
+
+    if (e)
+        hdel(s->f, s->nd, e, owner);
+}
+
 static void run_acquire(sx *s)
 {
-    const char *name = key_at(s, 1), *latch = key_at(s, 2);
+    const char *name = key_at(s, 1), *latch = key_at(s, 2), *gen_key = key_at(s, 3);
     const char *lease = arg_at(s, 1), *owner = arg_at(s, 2), *latch_ms = arg_at(s, 3);
-    const char *first;
+    const char *request = arg_at(s, 4);
+    const char *first, *gen;
     fentry *e;
-    int fenced = s->nkeys >= 3, fresh;
-    char buf[32];
+    int fenced = s->nkeys >= 4, fresh;
+    char buf[96];
 
     if (s->bad)
         return;
@@ -493,12 +523,9 @@ static void run_acquire(sx *s)
         if (strcmp(first, "x") == 0) {
             rb_int(s->out, -3);
         } else if (first[0] == 'g') {
-            if (fenced) {
-                rb_array(s->out, 1);
-                rb_int(s->out, atoll(first + 1));
-            } else {
-                rb_nil(s->out);
-            }
+            rb_array(s->out, 2);
+            rb_int(s->out, atoll(first + 1));
+            rb_bulk(s->out, strchr(first, ':') + 1);
         } else {
             rb_int(s->out, atoll(first));
         }
@@ -511,24 +538,30 @@ static void run_acquire(sx *s)
 
         hincrby(s, name, owner, 1);
         pexpire(s, name, atoll(lease));
+        if (fresh) {
+            fentry *g = get_hash(s, gen_key);
+
+            if (s->bad)
+                return;
+            hset(g ? g : create(s->nd, gen_key, 1), owner, request);
+        }
+        pexpire(s, gen_key, atoll(lease));
         if (fresh && fenced) {
-            const char *stored = get_str(s, key_at(s, 3));
+            const char *stored = get_str(s, key_at(s, 4));
             unsigned long long now_us = node_time_us(s->f, s->node);
 
             token = (stored ? strtoull(stored, NULL, 10) : 0) + 1;
             if (now_us > token)
                 token = now_us;
             snprintf(buf, sizeof(buf), "%llu", token);
-            set_string(s->f, s->nd, key_at(s, 3), buf, 0);
+            set_string(s->f, s->nd, key_at(s, 4), buf, 0);
         }
-        snprintf(buf, sizeof(buf), "g%llu", token);
+        gen = gen_of(s, gen_key, owner);
+        snprintf(buf, sizeof(buf), "g%llu:%s", token, gen ? gen : "");
         set_string(s->f, s->nd, latch, buf, atoll(latch_ms));
-        if (fenced) {
-            rb_array(s->out, 1);
-            rb_int(s->out, (long long)token);
-        } else {
-            rb_nil(s->out);
-        }
+        rb_array(s->out, 2);
+        rb_int(s->out, (long long)token);
+        rb_bulk(s->out, gen ? gen : "");
         return;
     }
     snprintf(buf, sizeof(buf), "%lld", (long long)pttl_of(s->f, s->nd, name));
@@ -538,7 +571,8 @@ static void run_acquire(sx *s)
 
 static void run_renew(sx *s)
 {
-    const char *name = key_at(s, 1), *lease = arg_at(s, 1), *owner = arg_at(s, 2);
+    const char *name = key_at(s, 1), *gen_key = key_at(s, 2);
+    const char *lease = arg_at(s, 1), *owner = arg_at(s, 2);
     fentry *e;
 
     if (s->bad)
@@ -546,6 +580,7 @@ static void run_renew(sx *s)
     e = get_hash(s, name);
     if (hfield(e, owner)) {
         pexpire(s, name, atoll(lease));
+        pexpire(s, gen_key, atoll(lease));
         rb_int(s->out, 1);
     } else {
         rb_int(s->out, e ? 0 : -2);
@@ -555,9 +590,10 @@ static void run_renew(sx *s)
 static void run_release(sx *s)
 {
     const char *name = key_at(s, 1), *channel = key_at(s, 2), *latch = key_at(s, 3);
+    const char *gen_key = key_at(s, 4);
     const char *lease = arg_at(s, 2), *owner = arg_at(s, 3), *latch_ms = arg_at(s, 4);
-    int drop_all = has_arg(s, 5) && strcmp(arg_at(s, 5), "1") == 0;
-    const char *first;
+    int drop_all = strcmp(arg_at(s, 5), "1") == 0;
+    const char *generation = arg_at(s, 6), *first, *gen;
     fentry *e;
     long long count;
 
@@ -565,11 +601,21 @@ static void run_release(sx *s)
     if (s->bad)
         return;
     if ((first = get_str(s, latch)) != NULL) {
-        rb_int(s->out, atoll(first));
+        if (strcmp(first, "n") == 0)
+            rb_nil(s->out);
+        else
+            rb_int(s->out, atoll(first));
         return;
     }
     e = get_hash(s, name);
     if (!hfield(e, owner)) {
+        rb_nil(s->out);
+        return;
+    }
+    gen = gen_of(s, gen_key, owner);
+    if (gen && *generation && !in_list(generation, gen)) {
+        /* A release of an older hold of the same owner. */
+        set_string(s->f, s->nd, latch, "n", atoll(latch_ms));
         rb_nil(s->out);
         return;
     }
@@ -580,12 +626,16 @@ static void run_release(sx *s)
         count = hincrby(s, name, owner, -1);
     }
     if (count > 0) {
+        if (!hfield(lookup(s->f, s->nd, name), owner))
+            gen_forget(s, gen_key, owner);
         pexpire(s, name, atoll(lease));
+        pexpire(s, gen_key, atoll(lease));
         set_string(s->f, s->nd, latch, "0", atoll(latch_ms));
         rb_int(s->out, 0);
         return;
     }
     del_key(s->f, s->nd, name);
+    gen_forget(s, gen_key, owner);
     publish(s->f, s->node, channel);
     set_string(s->f, s->nd, latch, "1", atoll(latch_ms));
     rb_int(s->out, 1);
@@ -594,6 +644,7 @@ static void run_release(sx *s)
 static void run_abort(sx *s)
 {
     const char *name = key_at(s, 1), *channel = key_at(s, 2), *latch = key_at(s, 3);
+    const char *gen_key = key_at(s, 4);
     const char *lease = arg_at(s, 2), *owner = arg_at(s, 3), *latch_ms = arg_at(s, 4);
     const char *first;
     int granted;
@@ -612,21 +663,24 @@ static void run_abort(sx *s)
     }
     if (hincrby(s, name, owner, -1) > 0) {
         pexpire(s, name, atoll(lease));
+        pexpire(s, gen_key, atoll(lease));
         rb_int(s->out, 1);
         return;
     }
     del_key(s->f, s->nd, name);
+    gen_forget(s, gen_key, owner);
     publish(s->f, s->node, channel);
     rb_int(s->out, 1);
 }
 
 static void run_force_release(sx *s)
 {
-    const char *name = key_at(s, 1), *channel = key_at(s, 2);
+    const char *name = key_at(s, 1), *channel = key_at(s, 2), *gen_key = key_at(s, 3);
 
     (void)arg_at(s, 1);
     if (s->bad)
         return;
+    del_key(s->f, s->nd, gen_key);
     if (del_key(s->f, s->nd, name)) {
         publish(s->f, s->node, channel);
         rb_int(s->out, 1);

@@ -23,6 +23,7 @@
 #define NAME "res"
 #define TOKEN_KEY "redisson_lock_token:{" NAME "}"
 #define CHANNEL "redisson_lock__channel:{" NAME "}"
+#define GEN_KEY "redlock_gen:{" NAME "}"
 #define FOREIGN "foreign-client:7"
 #define OWNER 11u
 #define MS REDLOCK__NS_PER_MS
@@ -706,6 +707,100 @@ START_TEST(release_retry_is_idempotent)
 }
 END_TEST
 
+/* A release still pending for a node (frozen, then restarted empty) reaches
+ * it only after the same owner acquired again: it carries the old hold's
+ * generation, so it must leave the new hold there alone. Dropping it would
+ * leave the new hold one member short. */
+START_TEST(late_release_spares_newer_hold_of_same_owner)
+{
+    redlock_options o = opts_timeout(20);
+    size_t before, i;
+    long k;
+    env e;
+
+    env_open(&e, 5, &o, NULL);
+    ck_assert_int_eq(redlock_acquire_as(e.l, OWNER, 0, 10000), REDLOCK_OK);
+    fake_set(e.f, 4, FAKE_SILENT, 0);
+    ck_assert_int_eq(redlock_unlock_as(e.l, OWNER), REDLOCK_OK);
+    ck_assert_uint_eq(holders(&e, 5), 1);
+    ck_assert_uint_eq(stats(&e).background_releases, 1);
+
+    fake_flush(e.f, 4);
+    fake_set(e.f, 4, FAKE_REPLY, 1);
+    ck_assert_int_eq(redlock_acquire_as(e.l, OWNER, 0, 10000), REDLOCK_OK);
+    ck_assert_uint_eq(holders(&e, 5), 5);
+    ck_assert_uint_eq(fake_hash_len(e.f, 4, GEN_KEY), 1);
+
+    before = fake_ncalls(e.f);
+    fake_advance_ms(e.f, 250);
+    redlock__watchdog_tick(e.c);
+    k = fake_find(e.f, before, 4, REDLOCK__SCRIPT_RELEASE);
+    ck_assert_int_eq(call_at(e.f, k).outcome, FAKE_ANSWERED);
+    ck_assert(call_at(e.f, k).applied);
+    ck_assert_int_eq(fake_hash_count(e.f, 4, NAME, e.field), 1);
+    ck_assert_uint_eq(fake_hash_len(e.f, 4, GEN_KEY), 1);
+    ck_assert_uint_eq(fake_published(e.f, 4, CHANNEL), 0);
+    ck_assert_uint_eq(holders(&e, 5), 5);
+    /* "Not held" settles it: no further retries. */
+    before = fake_ncalls(e.f);
+    fake_advance_ms(e.f, 250);
+    redlock__watchdog_tick(e.c);
+    ck_assert_uint_eq(fake_count(e.f, before, -1, REDLOCK__SCRIPT_RELEASE), 0);
+
+    /* The new hold's own release drops it everywhere, generations too. */
+    ck_assert_int_eq(redlock_unlock_as(e.l, OWNER), REDLOCK_OK);
+    ck_assert_uint_eq(holders(&e, 5), 0);
+    for (i = 0; i < 5; i++)
+        ck_assert_uint_eq(fake_hash_len(e.f, i, GEN_KEY), 0);
+    env_close(&e);
+}
+END_TEST
+
+/* A re-entry keeps the hold's generation where the hold survived, and takes
+ * the new one where a member restarted empty and granted afresh: both
+ * unlocks then release every member. */
+START_TEST(reentry_learns_generation_of_fresh_member)
+{
+    size_t before, i;
+    env e;
+
+    env_open(&e, 5, NULL, NULL);
+    ck_assert_int_eq(redlock_acquire_as(e.l, OWNER, 0, 10000), REDLOCK_OK);
+    fake_flush(e.f, 4);
+    before = fake_ncalls(e.f);
+    ck_assert_int_eq(redlock_acquire_as(e.l, OWNER, 0, 10000), REDLOCK_OK);
+    ck_assert_uint_eq(fake_count(e.f, before, -1, REDLOCK__SCRIPT_ACQUIRE), 5);
+    for (i = 0; i < 4; i++)
+        ck_assert_int_eq(fake_hash_count(e.f, i, NAME, e.field), 2);
+    ck_assert_int_eq(fake_hash_count(e.f, 4, NAME, e.field), 1);
+    ck_assert_int_eq(redlock_unlock_as(e.l, OWNER), REDLOCK_OK);
+    ck_assert_int_eq(redlock_unlock_as(e.l, OWNER), REDLOCK_OK);
+    ck_assert_uint_eq(holders(&e, 5), 0);
+    for (i = 0; i < 5; i++)
+        ck_assert_uint_eq(fake_hash_len(e.f, i, GEN_KEY), 0);
+    env_close(&e);
+}
+END_TEST
+
+/* A hold without a recorded generation (as Redisson writes it) is released
+ * like any other hold of the owner. */
+START_TEST(release_of_hold_without_generation)
+{
+    env e;
+
+    env_open(&e, 5, NULL, NULL);
+    ck_assert_int_eq(redlock_acquire_as(e.l, OWNER, 0, 10000), REDLOCK_OK);
+    fake_flush(e.f, 0);
+    fake_hold(e.f, 0, NAME, e.field, 1, 10000);
+    ck_assert_uint_eq(fake_hash_len(e.f, 0, GEN_KEY), 0);
+    ck_assert_int_eq(redlock_unlock_as(e.l, OWNER), REDLOCK_OK);
+    ck_assert_uint_eq(holders(&e, 5), 0);
+    ck_assert_int_eq(fake_pttl(e.f, 0, NAME), -2);
+    ck_assert_uint_eq(fake_published(e.f, 0, CHANNEL), 1);
+    env_close(&e);
+}
+END_TEST
+
 START_TEST(force_unlock_counts_deleted_members)
 {
     size_t released = 99;
@@ -1265,6 +1360,9 @@ int main(void)
     add(s, "release", background_release_gives_up_after_lease);
     add(s, "release", release_retry_is_idempotent);
     add(s, "release", force_unlock_counts_deleted_members);
+    add(s, "release", late_release_spares_newer_hold_of_same_owner);
+    add(s, "release", release_of_hold_without_generation);
+    add(s, "release", reentry_learns_generation_of_fresh_member);
     add(s, "watchdog", watchdog_renews_on_quorum);
     add(s, "watchdog", watchdog_loss_when_keys_vanish);
     add(s, "watchdog", watchdog_loss_when_quorum_stops_answering);

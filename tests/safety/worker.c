@@ -101,9 +101,10 @@ typedef struct worker {
     slot slots[MAX_NAMES];
     size_t n_slots;
     uint64_t owner;      /* the owner id of the current attempt */
-    /* Nonzero: every hold uses the thread's own owner id, which exposes the
-     * known same-owner stale-release bug (tests/safety/README.md). */
-    int same_owner;
+    /* Nonzero: a fresh owner id per attempt instead of the thread's own,
+     * which keeps late releases of earlier holds from ever matching (see
+     * "a late release of the same owner" in tests/safety/README.md). */
+    int owner_per_hold;
     int64_t cycles, attempts, acquired, lost;
     int64_t next_sample_ns;
     unsigned rng;
@@ -283,9 +284,7 @@ static int one_hold(worker *w, slot *s, int watchdog, int64_t wait_ms, int64_t h
     atomic_store(&s->lost_ns, 0);
     atomic_store(&s->lost_reason, 0);
     w->attempts++;
-    /* A fresh owner id per attempt: a release of an earlier hold that is
-     * still queued on a frozen node cannot then match this hold's field. */
-    if (!w->same_owner)
+    if (w->owner_per_hold)
         w->owner = ((uint64_t)1 << 62) | (uint64_t)w->attempts;
     ab = now_ns();
     rc = redlock_acquire_as(s->lock, w->owner, wait_ms, watchdog ? 0 : w->cfg.lease_ms);
@@ -503,8 +502,8 @@ static int setup(worker *w, char *uris_buf, char *names_buf)
         redlock_lock_set_on_lost(s->lock, on_lost, s);
     }
     w->owner = redlock_thread_owner();
-    w->same_owner = getenv("REDLOCK_SAFETY_SAME_OWNER") &&
-                    strcmp(getenv("REDLOCK_SAFETY_SAME_OWNER"), "1") == 0;
+    w->owner_per_hold = getenv("REDLOCK_SAFETY_OWNER_PER_HOLD") &&
+                        strcmp(getenv("REDLOCK_SAFETY_OWNER_PER_HOLD"), "1") == 0;
     return 0;
 }
 

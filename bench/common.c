@@ -2,6 +2,7 @@
 #include "common.h"
 
 #include <errno.h>
+#include <malloc.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdlib.h>
@@ -316,6 +317,13 @@ void bench_cpu(double *user_s, double *sys_s)
     getrusage(RUSAGE_SELF, &ru);
     *user_s = (double)ru.ru_utime.tv_sec + (double)ru.ru_utime.tv_usec / 1e6;
     *sys_s = (double)ru.ru_stime.tv_sec + (double)ru.ru_stime.tv_usec / 1e6;
+}
+
+long long bench_heap_in_use(void)
+{
+    struct mallinfo2 mi = mallinfo2();
+
+    return (long long)(mi.uordblks + mi.hblkhd);
 }
 
 long bench_rss_kib(void)

@@ -96,6 +96,10 @@ FILE *bench_data_file(const bench_args *a, const char *name);
 void bench_cpu(double *user_s, double *sys_s);
 /* VmRSS from /proc/self/status, in KiB. */
 long bench_rss_kib(void);
+/* Bytes the allocator has handed out and not taken back (every arena,
+ * mmapped chunks included): live memory, without what malloc keeps cached
+ * for reuse after a large transient peak. */
+long long bench_heap_in_use(void);
 
 /* Wall time and process CPU accumulated over the stretches a mode ran. */
 typedef struct bench_meter {

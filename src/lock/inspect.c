@@ -29,7 +29,7 @@ static int fill_inspect(void *ud, size_t m, const char **argv, char **owned)
 
     (void)owned;
     argv[0] = x->l->members[m].name;
-    argv[1] = x->l->members[m].token_key;
+    argv[1] = redlock__key(&x->l->members[m], REDLOCK__KEY_TOKEN);
     return 0;
 }
 
@@ -284,8 +284,8 @@ static int fill_force(void *ud, size_t m, const char **argv, char **owned)
 
     (void)owned;
     argv[0] = f->l->members[m].name;
-    argv[1] = f->l->members[m].channel;
-    argv[2] = f->l->members[m].gen_key;
+    argv[1] = redlock__key(&f->l->members[m], REDLOCK__KEY_CHANNEL);
+    argv[2] = redlock__key(&f->l->members[m], REDLOCK__KEY_GEN);
     argv[3] = REDLOCK__RELEASE_MSG;
     return 0;
 }

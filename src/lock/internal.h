@@ -65,19 +65,27 @@ typedef enum redlock__hold_state {
 #define REDLOCK__GEN_LEN 32
 #define REDLOCK__GEN_KEEP 4
 typedef char redlock__gen[REDLOCK__GEN_LEN + 1];
-/* The generations a hold may have on one member, comma-separated: the
- * grant that made it is not always known (a member that did not answer may
- * have granted afresh, or re-entered). At most REDLOCK__GEN_KEEP, newest
- * last; "" is unknown. */
-typedef char redlock__gens[REDLOCK__GEN_KEEP * (REDLOCK__GEN_LEN + 1)];
+/* The generations a hold may have on one member: the grant that made it
+ * is not always known (a member that did not answer may have granted
+ * afresh, or re-entered). At most REDLOCK__GEN_KEEP, newest last, kept as
+ * raw bytes because every held handle carries one list per member;
+ * n == 0 is unknown. */
+typedef struct redlock__gens {
+    unsigned char n;
+    unsigned char id[REDLOCK__GEN_KEEP][REDLOCK__GEN_LEN / 2];
+} redlock__gens;
+/* The same list as release.lua takes it: comma-separated, "" unknown. */
+typedef char redlock__gens_text[REDLOCK__GEN_KEEP * (REDLOCK__GEN_LEN + 1)];
 
 typedef struct redlock__lock_member {
     size_t node;
+    /* The name, followed in the same block by every key derived from it
+     * (see redlock__key); the first member with a name owns the block, the
+     * others share it. Thousands of handles may be held, so no pointer per
+     * key. */
     char *name;
-    char *latch_prefix;   /* "redlock_latch:{NAME}:" */
-    char *token_key;      /* "redisson_lock_token:{NAME}" */
-    char *channel;        /* "redisson_lock__channel:{NAME}" */
-    char *gen_key;        /* "redlock_gen:{NAME}" */
+    uint32_t name_len;
+    unsigned char owns_keys;
     redlock__gens gens;   /* our hold's generations here, guarded by mu */
 } redlock__lock_member;
 
@@ -126,9 +134,22 @@ int redlock__client_new_with_transport(redlock_client **out, size_t n_nodes,
                                        const redlock__transport *tp);
 
 /* lock.c */
+typedef enum redlock__key_kind {
+    REDLOCK__KEY_LATCH_PREFIX = 1, /* "redlock_latch:{NAME}:" */
+    REDLOCK__KEY_TOKEN,            /* "redisson_lock_token:{NAME}" */
+    REDLOCK__KEY_CHANNEL,          /* "redisson_lock__channel:{NAME}" */
+    REDLOCK__KEY_GEN               /* "redlock_gen:{NAME}" */
+} redlock__key_kind;
+const char *redlock__key(const redlock__lock_member *m, redlock__key_kind kind);
 redlock_member_report *redlock__report_begin(redlock_lock *l);
-/* Adds gen to list (dropping the oldest when full). */
-void redlock__gens_add(redlock__gens list, const char *gen);
+/* A generation as the scripts write it: exactly REDLOCK__GEN_LEN lowercase
+ * hex digits (a request id). */
+int redlock__gen_valid(const char *gen);
+/* Adds a valid gen to list (dropping the oldest when full). */
+void redlock__gens_add(redlock__gens *list, const char *gen);
+/* Makes list the one generation a member reported ("" : unknown). */
+void redlock__gens_set(redlock__gens *list, const char *gen);
+void redlock__gens_format(const redlock__gens *list, redlock__gens_text out);
 void redlock__hold_lost(redlock_lock *l, int reason, int notify);
 
 /* quorum.c: one acquire attempt and one release, with the fan-out. */

@@ -16,14 +16,49 @@
 #define CHANNEL_PREFIX "redisson_lock__channel:{"
 #define GEN_PREFIX "redlock_gen:{"
 
-static char *braced(const char *prefix, const char *name, const char *suffix)
-{
-    size_t len = strlen(prefix) + strlen(name) + strlen(suffix) + 2;
-    char *s = malloc(len);
+/* A member's block: the name, then each key of redlock__key_kind in order,
+ * each NUL-terminated. Members with the same name (a RedLock) share one. */
+static const char *const key_format[] = {"%s", LATCH_PREFIX "%s}:", TOKEN_PREFIX "%s}",
+                                         CHANNEL_PREFIX "%s}", GEN_PREFIX "%s}"};
+#define N_KEY_FORMATS (sizeof(key_format) / sizeof(key_format[0]))
 
-    if (s)
-        snprintf(s, len, "%s%s}%s", prefix, name, suffix);
-    return s;
+static size_t key_size(size_t i, size_t name_len)
+{
+    return strlen(key_format[i]) - 2 + name_len + 1;
+}
+
+const char *redlock__key(const redlock__lock_member *m, redlock__key_kind kind)
+{
+    const char *p = m->name;
+    size_t i;
+
+    for (i = 0; i < (size_t)kind; i++)
+        p += key_size(i, m->name_len);
+    return p;
+}
+
+static int member_keys(redlock__lock_member *m, const char *name)
+{
+    size_t name_len = strlen(name), total = 0, i;
+    char *p;
+
+    for (i = 0; i < N_KEY_FORMATS; i++)
+        total += key_size(i, name_len);
+    if (!(p = malloc(total)))
+        return REDLOCK_ENOMEM;
+    m->name = p;
+    m->name_len = (uint32_t)name_len;
+    m->owns_keys = 1;
+    for (i = 0; i < N_KEY_FORMATS; i++)
+        p += snprintf(p, key_size(i, name_len), key_format[i], name) + 1;
+    return REDLOCK_OK;
+}
+
+static void share_keys(redlock__lock_member *m, const redlock__lock_member *from)
+{
+    m->name = from->name;
+    m->name_len = from->name_len;
+    m->owns_keys = 0;
 }
 
 static int check_name(const char *name)
@@ -46,13 +81,9 @@ void redlock_lock_free(redlock_lock *l)
     if (!l)
         return;
     redlock__watchdog_remove(l);
-    for (i = 0; l->members && i < l->n; i++) {
-        free(l->members[i].name);
-        free(l->members[i].latch_prefix);
-        free(l->members[i].token_key);
-        free(l->members[i].channel);
-        free(l->members[i].gen_key);
-    }
+    for (i = 0; l->members && i < l->n; i++)
+        if (l->members[i].owns_keys)
+            free(l->members[i].name);
     free(l->members);
     pthread_mutex_destroy(&l->mu);
     free(l);
@@ -101,14 +132,15 @@ int redlock_multilock_new(redlock_client *c, const redlock_member *members, size
     l->fencing = opts ? opts->fencing : 0;
     for (i = 0; i < n; i++) {
         redlock__lock_member *m = &l->members[i];
+        size_t j;
 
         m->node = members[i].node;
-        m->name = strdup(members[i].name);
-        m->latch_prefix = braced(LATCH_PREFIX, members[i].name, ":");
-        m->token_key = braced(TOKEN_PREFIX, members[i].name, "");
-        m->channel = braced(CHANNEL_PREFIX, members[i].name, "");
-        m->gen_key = braced(GEN_PREFIX, members[i].name, "");
-        if (!m->name || !m->latch_prefix || !m->token_key || !m->channel || !m->gen_key) {
+        for (j = 0; j < i; j++)
+            if (strcmp(l->members[j].name, members[i].name) == 0)
+                break;
+        if (j < i) {
+            share_keys(m, &l->members[j]);
+        } else if (member_keys(m, members[i].name) != REDLOCK_OK) {
             redlock_lock_free(l);
             return redlock__fail(REDLOCK_ENOMEM, "out of memory");
         }
@@ -210,25 +242,62 @@ static const char *first_failure(const redlock_lock *l)
     return "";
 }
 
-void redlock__gens_add(redlock__gens list, const char *gen)
+static int hex_digit(char ch)
 {
-    size_t len = strlen(list), add = strlen(gen) + (len ? 1 : 0);
+    if (ch >= '0' && ch <= '9')
+        return ch - '0';
+    if (ch >= 'a' && ch <= 'f')
+        return ch - 'a' + 10;
+    return -1;
+}
 
-    while (len > 0 && len + add >= sizeof(redlock__gens)) {
-        char *comma = strchr(list, ',');
+int redlock__gen_valid(const char *gen)
+{
+    size_t i;
 
-        if (!comma) {
-            len = 0;
-            break;
+    for (i = 0; i < REDLOCK__GEN_LEN; i++)
+        if (hex_digit(gen[i]) < 0)
+            return 0;
+    return gen[REDLOCK__GEN_LEN] == '\0';
+}
+
+void redlock__gens_add(redlock__gens *list, const char *gen)
+{
+    unsigned char *id;
+    size_t i;
+
+    if (!redlock__gen_valid(gen))
+        return;
+    if (list->n == REDLOCK__GEN_KEEP) {
+        memmove(list->id[0], list->id[1], sizeof(list->id) - sizeof(list->id[0]));
+        list->n--;
+    }
+    id = list->id[list->n++];
+    for (i = 0; i < REDLOCK__GEN_LEN / 2; i++)
+        id[i] = (unsigned char)(hex_digit(gen[2 * i]) << 4 | hex_digit(gen[2 * i + 1]));
+}
+
+void redlock__gens_set(redlock__gens *list, const char *gen)
+{
+    list->n = 0;
+    redlock__gens_add(list, gen);
+}
+
+void redlock__gens_format(const redlock__gens *list, redlock__gens_text out)
+{
+    static const char digits[] = "0123456789abcdef";
+    char *p = out;
+    size_t g, i;
+
+    for (g = 0; g < list->n; g++) {
+        if (g)
+            *p++ = ',';
+        for (i = 0; i < REDLOCK__GEN_LEN / 2; i++) {
+            *p++ = digits[list->id[g][i] >> 4];
+            *p++ = digits[list->id[g][i] & 15];
         }
-        memmove(list, comma + 1, strlen(comma + 1) + 1);
-        len = strlen(list);
     }
-    if (len + add >= sizeof(redlock__gens)) {
-        list[0] = '\0';
-        len = 0;
-    }
-    snprintf(list + len, sizeof(redlock__gens) - len, "%s%s", len ? "," : "", gen);
+    *p = '\0';
 }
 
 static void remember_lost(redlock_lock *l, uint64_t owner)
@@ -301,9 +370,9 @@ static void hold_acquired(redlock_lock *l, uint64_t owner, const char *field,
      * never name a newer hold, so keeping them is safe. */
     for (m = 0; m < l->n; m++) {
         if (res->gen_reported[m])
-            redlock__copy_msg(l->members[m].gens, sizeof(l->members[m].gens), res->gens[m]);
+            redlock__gens_set(&l->members[m].gens, res->gens[m]);
         else
-            redlock__gens_add(l->members[m].gens, res->request_id);
+            redlock__gens_add(&l->members[m].gens, res->request_id);
     }
     if (l->state == REDLOCK__HELD && l->owner == owner) {
         l->count++;
@@ -511,7 +580,7 @@ int redlock_unlock_as(redlock_lock *l, uint64_t owner)
      * hold of this owner is released. */
     pthread_mutex_lock(&l->mu);
     for (m = 0; m < l->n; m++)
-        memcpy(gens[m], l->members[m].gens, sizeof(gens[m]));
+        gens[m] = l->members[m].gens;
     pthread_mutex_unlock(&l->mu);
     redlock__owner_field(c, owner, field, sizeof(field));
     rc = redlock__release_members(l, field, ours ? (const redlock__gens *)gens : NULL, lease_ms,

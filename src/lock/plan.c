@@ -23,11 +23,11 @@ void redlock__plan_free(redlock__plan *p)
 
 char *redlock__latch_key(const redlock__lock_member *m, const char *request_id)
 {
-    size_t len = strlen(m->latch_prefix) + strlen(request_id) + 1;
+    size_t len = strlen(redlock__key(m, REDLOCK__KEY_LATCH_PREFIX)) + strlen(request_id) + 1;
     char *key = malloc(len);
 
     if (key)
-        snprintf(key, len, "%s%s", m->latch_prefix, request_id);
+        snprintf(key, len, "%s%s", redlock__key(m, REDLOCK__KEY_LATCH_PREFIX), request_id);
     return key;
 }
 

@@ -46,8 +46,8 @@ static int fill_acquire(void *ud, size_t m, const char **argv, char **owned)
     *owned = redlock__latch_key(mem, a->request_id);
     argv[0] = mem->name;
     argv[1] = *owned;
-    argv[2] = mem->gen_key;
-    argv[3] = mem->token_key; /* only read when nkeys is 4 */
+    argv[2] = redlock__key(mem, REDLOCK__KEY_GEN);
+    argv[3] = redlock__key(mem, REDLOCK__KEY_TOKEN); /* only read when nkeys is 4 */
     argv[a->l->fencing ? 4 : 3] = a->lease;
     argv[a->l->fencing ? 5 : 4] = a->field;
     argv[a->l->fencing ? 6 : 5] = a->latch_ms;
@@ -85,7 +85,8 @@ static answer classify_acquire(acquire_ctx *a, size_t m, int err, const char *ms
         if (r->elements == 2) {
             const redisReply *g = r->element[1];
 
-            if (g->type != REDIS_REPLY_STRING || g->len >= sizeof(redlock__gen)) {
+            if (g->type != REDIS_REPLY_STRING || g->len >= sizeof(redlock__gen) ||
+                (g->len > 0 && !redlock__gen_valid(g->str))) {
                 note_failure(rep, REDLOCK_EPROTO, "unexpected generation in an acquire reply",
                              NULL);
                 return ANSWER_FAILED;
@@ -150,7 +151,7 @@ typedef struct simple_ctx {
     char lease[24];
     char latch_ms[24];
     const char *drop_all;
-    const redlock__gens *gens;  /* release: per member, NULL when unknown */
+    redlock__gens_text *gens;   /* release: per member, NULL when unknown */
     const redlock__plan *plan;
     int ok, other, not_held, failed;
     unsigned char *answered;
@@ -168,9 +169,9 @@ static int fill_abort(void *ud, size_t m, const char **argv, char **owned)
 
     *owned = redlock__latch_key(mem, s->request_id);
     argv[0] = mem->name;
-    argv[1] = mem->channel;
+    argv[1] = redlock__key(mem, REDLOCK__KEY_CHANNEL);
     argv[2] = *owned;
-    argv[3] = mem->gen_key;
+    argv[3] = redlock__key(mem, REDLOCK__KEY_GEN);
     argv[4] = REDLOCK__RELEASE_MSG;
     argv[5] = s->lease;
     argv[6] = s->field;
@@ -186,7 +187,7 @@ static int fill_fence(void *ud, size_t m, const char **argv, char **owned)
 
     (void)owned;
     argv[0] = s->l->members[m].name;
-    argv[1] = s->l->members[m].token_key;
+    argv[1] = redlock__key(&s->l->members[m], REDLOCK__KEY_TOKEN);
     argv[2] = s->field;
     argv[3] = s->token;
     return 0;
@@ -422,6 +423,7 @@ int redlock__release_members(redlock_lock *l, const char *field, const redlock__
     redlock__plan p;
     char request_id[33];
     int64_t now = c->tp.ops->now_ns(c->tp.ctx);
+    size_t m;
     int rc;
 
     memset(&s, 0, sizeof(s));
@@ -430,11 +432,17 @@ int redlock__release_members(redlock_lock *l, const char *field, const redlock__
     s.field = field;
     s.request_id = request_id;
     s.drop_all = drop_all ? "1" : "0";
-    s.gens = gens;
     s.rep = redlock__report_begin(l);
     s.answered = calloc(l->n, 1);
-    if (!s.answered)
+    if (gens)
+        s.gens = calloc(l->n, sizeof(*s.gens));
+    if (!s.answered || (gens && !s.gens)) {
+        free(s.answered);
+        free(s.gens);
         return redlock__fail(REDLOCK_ENOMEM, "out of memory");
+    }
+    for (m = 0; gens && m < l->n; m++)
+        redlock__gens_format(&gens[m], s.gens[m]);
     fmt_i64(s.lease, sizeof(s.lease), lease_ms);
     /* A retried release must find its latch for as long as retries run. */
     fmt_i64(s.latch_ms, sizeof(s.latch_ms),
@@ -443,6 +451,7 @@ int redlock__release_members(redlock_lock *l, const char *field, const redlock__
                              now + redlock__node_timeout_ns(c, lease_ms));
     if (rc) {
         free(s.answered);
+        free(s.gens);
         return rc;
     }
     s.plan = &p;
@@ -452,6 +461,7 @@ int redlock__release_members(redlock_lock *l, const char *field, const redlock__
         redlock__stat_add(&c->stats.background_releases, (uint64_t)s.failed);
     redlock__plan_free(&p);
     free(s.answered);
+    free(s.gens);
     *released = s.ok;
     *decremented = s.other;
     *not_held = s.not_held;
@@ -484,7 +494,7 @@ void redlock__restore_members(redlock_lock *l, const char *field, int64_t lease_
     if (l->state == REDLOCK__HELD && strcmp(l->field, field) == 0)
         for (m = 0; m < l->n; m++)
             if (include[m])
-                redlock__gens_add(l->members[m].gens, request_id);
+                redlock__gens_add(&l->members[m].gens, request_id);
     pthread_mutex_unlock(&l->mu);
     a.l = l;
     a.field = field;

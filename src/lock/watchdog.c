@@ -31,7 +31,6 @@ struct redlock__pending {
 typedef struct held {
     redlock_lock *l;
     char field[64];
-    redlock__gens *gens;          /* the hold's generations per member */
     char lease[24];
     int64_t lease_ms;
     int64_t validity_end_ns;
@@ -164,7 +163,7 @@ static int collect(redlock_client *c, tick *t, int64_t now)
     redlock__watchdog *wd = &c->wd;
     redlock_lock *l;
     redlock__pending **pp;
-    size_t n = 0, m;
+    size_t n = 0;
 
     for (l = wd->holds; l; l = l->wd_next)
         n++;
@@ -189,18 +188,8 @@ static int collect(redlock_client *c, tick *t, int64_t now)
         pthread_mutex_unlock(&l->mu);
         if (due) {
             h->member_answer = calloc(l->n, 1);
-            h->gens = calloc(l->n, sizeof(*h->gens));
-            if (!h->member_answer || !h->gens) {
-                free(h->member_answer);
-                free(h->gens);
-                h->member_answer = NULL;
-                h->gens = NULL;
+            if (!h->member_answer)
                 continue;
-            }
-            pthread_mutex_lock(&l->mu);
-            for (m = 0; m < l->n; m++)
-                memcpy(h->gens[m], l->members[m].gens, sizeof(h->gens[m]));
-            pthread_mutex_unlock(&l->mu);
             l->wd_pins++;
             t->n_held++;
         }
@@ -249,7 +238,7 @@ static int build(redlock_client *c, tick *t, int64_t deadline)
                 if (h->l->members[m].node != node)
                     continue;
                 argv[0] = h->l->members[m].name;
-                argv[1] = h->l->members[m].gen_key;
+                argv[1] = redlock__key(&h->l->members[m], REDLOCK__KEY_GEN);
                 argv[2] = h->lease;
                 argv[3] = h->field;
                 t->calls[k] = (redlock__call){REDLOCK__SCRIPT_RENEW, 2, 4, argv, NULL};
@@ -305,9 +294,11 @@ static int on_tick_reply(void *ud, size_t batch, size_t call, int err, const cha
     return 0;
 }
 
-/* Decides one hold after its renewals. Returns the loss reason, or 0. */
+/* Decides one hold after its renewals. Returns the loss reason, or 0; on
+ * a loss, gens gets the hold's generations per member, taken with the
+ * verdict so the clean-up release can only drop this hold. */
 static int judge(redlock_client *c, held *h, int64_t t_tick, int64_t now,
-                 unsigned char *restore)
+                 unsigned char *restore, redlock__gens *gens)
 {
     redlock_lock *l = h->l;
     int64_t drift_ns = ((int64_t)((double)h->lease_ms * c->drift_factor) + 2) *
@@ -319,7 +310,10 @@ static int judge(redlock_client *c, held *h, int64_t t_tick, int64_t now,
     size_t m;
 
     pthread_mutex_lock(&l->mu);
-    if (l->state != REDLOCK__HELD || strcmp(l->field, h->field) != 0) {
+    if (l->state != REDLOCK__HELD || strcmp(l->field, h->field) != 0 ||
+        l->acquired_ns != h->acquired_ns) {
+        /* Unlocked (and perhaps locked again) since the renewals went out:
+         * their answers are about a hold that is gone. */
         pthread_mutex_unlock(&l->mu);
         return 0;
     }
@@ -343,6 +337,8 @@ static int judge(redlock_client *c, held *h, int64_t t_tick, int64_t now,
         l->next_renew_ns = now + retry;
     }
     if (reason) {
+        for (m = 0; m < l->n; m++)
+            gens[m] = l->members[m].gens;
         redlock__hold_lost(l, reason, 1);
     }
     pthread_mutex_unlock(&l->mu);
@@ -355,7 +351,6 @@ static void tick_free(tick *t)
 
     for (i = 0; t->held && i < t->n_held; i++) {
         free(t->held[i].member_answer);
-        free(t->held[i].gens);
     }
     free(t->held);
     free(t->calls);
@@ -442,7 +437,8 @@ void redlock__watchdog_tick(redlock_client *c)
     for (i = 0; i < t.n_held; i++) {
         held *h = &t.held[i];
         unsigned char restore[REDLOCK__MAX_NODES] = {0};
-        int reason = judge(c, h, t_tick, now, restore);
+        redlock__gens gens[REDLOCK__MAX_NODES];
+        int reason = judge(c, h, t_tick, now, restore, gens);
         size_t m;
         int any = 0;
 
@@ -451,7 +447,7 @@ void redlock__watchdog_tick(redlock_client *c)
 
             drop_from_list(c, h->l);
             /* Release what is left so others need not wait for the lease. */
-            redlock__release_members(h->l, h->field, (const redlock__gens *)h->gens,
+            redlock__release_members(h->l, h->field, (const redlock__gens *)gens,
                                      h->lease_ms, 1,
                                      now + h->lease_ms * REDLOCK__NS_PER_MS, &a, &b, &d);
             continue;

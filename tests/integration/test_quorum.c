@@ -1026,13 +1026,13 @@ static const char *send_release(size_t node, const char *name, const char *field
     return rig_cli(node, args);
 }
 
-static void member_gens(redlock_lock *l, redlock__gens *out)
+static void member_gens(redlock_lock *l, redlock__gens_text *out)
 {
     size_t i;
 
     pthread_mutex_lock(&l->mu);
     for (i = 0; i < l->n; i++)
-        memcpy(out[i], l->members[i].gens, sizeof(out[i]));
+        redlock__gens_format(&l->members[i].gens, out[i]);
     pthread_mutex_unlock(&l->mu);
 }
 
@@ -1040,7 +1040,7 @@ START_TEST(test_late_release_spares_newer_hold)
 {
     redlock_client *c = client_with(NODE_TIMEOUT_MS, 0, 0), *other = client_default();
     char name[64], field[FIELD_CAP], tag[32];
-    redlock__gens old_gens[N_NODES], new_gens[N_NODES];
+    redlock__gens_text old_gens[N_NODES], new_gens[N_NODES];
     redlock_lock *l, *lo;
     size_t i;
 

@@ -801,6 +801,51 @@ START_TEST(release_of_hold_without_generation)
 }
 END_TEST
 
+/* A handle keeps each member's generations as raw bytes; release.lua must
+ * get back exactly the request ids the scripts stored, oldest dropped
+ * first, and a list never accepts what no script writes. */
+START_TEST(generation_list_round_trip)
+{
+    static const char *ids[] = {
+        "00112233445566778899aabbccddeeff", "0123456789abcdef0123456789abcdef",
+        "ffffffffffffffffffffffffffffffff", "a0a0a0a0a0a0a0a0a0a0a0a0a0a0a0a0",
+        "5555555555555555555555555555555f"};
+    redlock__gens g;
+    redlock__gens_text text;
+    char want[sizeof(text)];
+
+    memset(&g, 0, sizeof(g));
+    redlock__gens_format(&g, text);
+    ck_assert_str_eq(text, "");
+    redlock__gens_add(&g, ids[0]);
+    redlock__gens_format(&g, text);
+    ck_assert_str_eq(text, ids[0]);
+    redlock__gens_add(&g, ids[1]);
+    redlock__gens_add(&g, ids[2]);
+    redlock__gens_add(&g, ids[3]);
+    redlock__gens_add(&g, ids[4]);
+    redlock__gens_format(&g, text);
+    snprintf(want, sizeof(want), "%s,%s,%s,%s", ids[1], ids[2], ids[3], ids[4]);
+    ck_assert_str_eq(text, want);
+    ck_assert_uint_eq(strlen(text) + 1, sizeof(text));
+
+    /* Not a request id: ignored by add, unknown when a member reports it. */
+    redlock__gens_add(&g, "0123456789ABCDEF0123456789abcdef");
+    redlock__gens_add(&g, "0123");
+    redlock__gens_add(&g, "00112233445566778899aabbccddeeff0");
+    redlock__gens_format(&g, text);
+    ck_assert_str_eq(text, want);
+    ck_assert(!redlock__gen_valid(""));
+    ck_assert(redlock__gen_valid(ids[2]));
+    redlock__gens_set(&g, ids[3]);
+    redlock__gens_format(&g, text);
+    ck_assert_str_eq(text, ids[3]);
+    redlock__gens_set(&g, "");
+    redlock__gens_format(&g, text);
+    ck_assert_str_eq(text, "");
+}
+END_TEST
+
 START_TEST(force_unlock_counts_deleted_members)
 {
     size_t released = 99;
@@ -1363,6 +1408,7 @@ int main(void)
     add(s, "release", late_release_spares_newer_hold_of_same_owner);
     add(s, "release", release_of_hold_without_generation);
     add(s, "release", reentry_learns_generation_of_fresh_member);
+    add(s, "release", generation_list_round_trip);
     add(s, "watchdog", watchdog_renews_on_quorum);
     add(s, "watchdog", watchdog_loss_when_keys_vanish);
     add(s, "watchdog", watchdog_loss_when_quorum_stops_answering);

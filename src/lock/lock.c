@@ -436,7 +436,8 @@ int redlock_acquire_as(redlock_lock *l, uint64_t owner, int64_t wait_ms, int64_t
     int64_t deadline, start;
     void *watch = NULL;
     uint64_t seen = 0;
-    int watchdog = lease_ms <= 0, rc, watched = 0;
+    int watchdog = lease_ms <= 0, rc, watched = 0, splits = 0;
+    int64_t attempt_ns = 0;
 
     if (!l)
         return redlock__fail(REDLOCK_EINVAL, "lock is NULL");
@@ -450,9 +451,10 @@ int redlock_acquire_as(redlock_lock *l, uint64_t owner, int64_t wait_ms, int64_t
     start = ops->now_ns(c->tp.ctx);
     deadline = wait_ms < 0 ? INT64_MAX : start + wait_ms * REDLOCK__NS_PER_MS;
     for (;;) {
-        int64_t now, until;
+        int64_t now, until, before = ops->now_ns(c->tp.ctx);
 
         rc = redlock__attempt(l, field, lease_ms, &res);
+        attempt_ns = ops->now_ns(c->tp.ctx) - before;
         if (rc == REDLOCK_OK) {
             hold_acquired(l, owner, field, lease_ms, watchdog, &res);
             record_latency(c, ops->now_ns(c->tp.ctx) - start);
@@ -485,6 +487,23 @@ int redlock_acquire_as(redlock_lock *l, uint64_t owner, int64_t wait_ms, int64_t
         if (ops->wait(c->tp.ctx, watch, &seen, until) == REDLOCK_ECLOSED) {
             rc = REDLOCK_ECLOSED;
             break;
+        }
+        /* Losing the race after a wake-up means other waiters were woken
+         * by the same release (and with several members the vote may have
+         * split); all of them going again at once loses again. Back off a
+         * random slice of a few attempt durations, doubling per loss in a
+         * row, so one of them goes first. */
+        splits = rc == REDLOCK_EBUSY && l->n > 1 ? splits + 1 : 0;
+        if (splits > 0 && watch) {
+            int64_t backoff = attempt_ns << (splits < 6 ? splits : 6);
+
+            until = ops->now_ns(c->tp.ctx) +
+                    (int64_t)redlock__rand_below((uint64_t)(backoff > 0 ? backoff : 1));
+            if (ops->wait(c->tp.ctx, watch, &seen, until < deadline ? until : deadline) ==
+                REDLOCK_ECLOSED) {
+                rc = REDLOCK_ECLOSED;
+                break;
+            }
         }
     }
     if (watch)

@@ -436,7 +436,7 @@ int redlock_acquire_as(redlock_lock *l, uint64_t owner, int64_t wait_ms, int64_t
     int64_t deadline, start;
     void *watch = NULL;
     uint64_t seen = 0;
-    int watchdog = lease_ms <= 0, rc, watched = 0, splits = 0;
+    int watchdog = lease_ms <= 0, rc, watched = 0, woken = 0, losses = 0;
     int64_t attempt_ns = 0;
 
     if (!l)
@@ -484,18 +484,19 @@ int redlock_acquire_as(redlock_lock *l, uint64_t owner, int64_t wait_ms, int64_t
         until = next_try(c, rc, &res, now);
         if (until > deadline)
             until = deadline;
-        if (ops->wait(c->tp.ctx, watch, &seen, until) == REDLOCK_ECLOSED) {
-            rc = REDLOCK_ECLOSED;
+        /* Losing the race that a release started means other waiters
+         * were woken by the same release (and with several members the
+         * vote may have split); all of them going again at once loses
+         * again. After such a loss, back off a random slice of a few
+         * attempt durations, doubling per loss in a row, so one of them
+         * goes first. A lone waiter never loses that race and never waits. */
+        losses = woken && rc == REDLOCK_EBUSY && l->n > 1 ? losses + 1 : 0;
+        rc = ops->wait(c->tp.ctx, watch, &seen, until);
+        if (rc == REDLOCK_ECLOSED)
             break;
-        }
-        /* Losing the race after a wake-up means other waiters were woken
-         * by the same release (and with several members the vote may have
-         * split); all of them going again at once loses again. Back off a
-         * random slice of a few attempt durations, doubling per loss in a
-         * row, so one of them goes first. */
-        splits = rc == REDLOCK_EBUSY && l->n > 1 ? splits + 1 : 0;
-        if (splits > 0 && watch) {
-            int64_t backoff = attempt_ns << (splits < 6 ? splits : 6);
+        woken = rc == REDLOCK_OK;
+        if (woken && losses > 0) {
+            int64_t backoff = attempt_ns << (losses < 6 ? losses : 6);
 
             until = ops->now_ns(c->tp.ctx) +
                     (int64_t)redlock__rand_below((uint64_t)(backoff > 0 ? backoff : 1));

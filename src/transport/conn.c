@@ -22,6 +22,7 @@
 #include <unistd.h>
 
 #include "core/error.h"
+#include "transport/reader.h"
 #include "transport/tls.h"
 
 /* Beyond this many abandoned replies a node is hopelessly behind; a fresh
@@ -46,7 +47,7 @@ void redlock__conn_close(redlock__conn *c)
         c->fd = -1;
     }
     if (c->reader) {
-        redisReaderFree(c->reader);
+        redlock__reader_free(c->reader);
         c->reader = NULL;
     }
     redlock__buf_free(&c->out);
@@ -198,7 +199,7 @@ int redlock__conn_open(redlock__conn *c)
     if (c->state != REDLOCK__CONN_CLOSED)
         return REDLOCK_OK;
     c->errmsg[0] = '\0';
-    c->reader = redisReaderCreate();
+    c->reader = redlock__reader_create();
     if (!c->reader)
         return conn_fail(c, REDLOCK_ENOMEM, "out of memory");
     rc = c->node->uri.kind == REDLOCK__NODE_UNIX ? open_unix(c) : open_tcp(c);
@@ -472,7 +473,11 @@ int redlock__conn_next_reply(redlock__conn *c, redisReply **out)
             char why[100];
 
             /* Copied first: conn_fail frees the reader. */
-            redlock__copy_msg(why, sizeof(why), c->reader->errstr);
+            if (redlock__reader_refused(c->reader))
+                snprintf(why, sizeof(why), "array of more than %d elements refused",
+                         REDLOCK__READER_MAX_ELEMENTS);
+            else
+                redlock__copy_msg(why, sizeof(why), c->reader->errstr);
             return -conn_fail(c, REDLOCK_EPROTO, "protocol error: %s", why);
         }
         if (!r)

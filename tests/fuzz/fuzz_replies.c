@@ -27,6 +27,7 @@
 #include "core/util.h"
 #include "lock/internal.h"
 #include "redlock/redlock.h"
+#include "transport/reader.h"
 
 #define OWNER 7
 #define OTHER_OWNER 9
@@ -74,7 +75,7 @@ static redisReply *next_answer(int *err, const char **msg)
     }
     if (n > tp.len - tp.pos)
         n = tp.len - tp.pos;
-    rd = redisReaderCreate();
+    rd = redlock__reader_create();
     require(rd != NULL, "out of memory");
     if (redisReaderFeed(rd, (const char *)tp.data + tp.pos, n) != REDIS_OK ||
         redisReaderGetReply(rd, &reply) != REDIS_OK) {
@@ -83,7 +84,7 @@ static redisReply *next_answer(int *err, const char **msg)
         reply = NULL;
     }
     tp.pos += n;
-    redisReaderFree(rd);
+    redlock__reader_free(rd);
     return reply;
 }
 

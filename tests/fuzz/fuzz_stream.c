@@ -31,6 +31,7 @@
 #include "resp/scripts.h"
 #include "transport/conn.h"
 #include "transport/net.h"
+#include "transport/reader.h"
 
 #define HEADER 11
 #define MAX_CALLS 8
@@ -157,7 +158,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     redlock__conn_init(&conn, &node);
     conn.fd = sv[0];
     require(fcntl(sv[0], F_SETFL, fcntl(sv[0], F_GETFL) | O_NONBLOCK) == 0, "fcntl");
-    conn.reader = redisReaderCreate();
+    conn.reader = redlock__reader_create();
     require(conn.reader != NULL, "out of memory");
     conn.state = REDLOCK__CONN_READY;
     conn.handshake = data[0] % 3;

@@ -59,6 +59,7 @@ typedef enum hmode {
     H_NEG_ARRAY,       /* *-9 */
     H_BAD_INT,         /* :abc */
     H_HUGE_BULK,       /* $2147483647 then a few bytes, and nothing more */
+    H_HUGE_ARRAY,      /* *2000000000: an element table of gigabytes */
     H_TRUNCATED,       /* half an array, then silence */
     H_CLOSE_MID,       /* half an array, then close */
     H_CLOSE_ON_ACCEPT, /* accepts, closes at once */
@@ -77,7 +78,8 @@ typedef enum hmode {
 
 static const char *const mode_names[H_MODE_COUNT] = {
     "cooperative", "status",   "bulk",     "array",   "neg_int",  "neg_bulk",
-    "neg_array",   "bad_int",  "huge_bulk", "truncated", "close_mid", "close_on_accept",
+    "neg_array",   "bad_int",  "huge_bulk", "huge_array", "truncated", "close_mid",
+    "close_on_accept",
     "silent",      "garbage",  "err",      "loading", "readonly", "oom",
     "noscript",    "wrongpass", "noauth",  "double_err",
 };
@@ -275,6 +277,9 @@ static int answer(hostile *h, hconn *hc, const redisReply *cmd)
         break;
     case H_HUGE_BULK:
         send_str(hc->fd, "$2147483647\r\nnot nearly enough");
+        break;
+    case H_HUGE_ARRAY:
+        send_str(hc->fd, "*2000000000\r\n:1\r\n");
         break;
     case H_TRUNCATED:
         send_str(hc->fd, "*3\r\n$1\r\na\r\n$5\r\nab");
@@ -533,7 +538,7 @@ static int expected_code(hmode m)
 {
     switch (m) {
     case H_STATUS: case H_BULK: case H_ARRAY: case H_NEG_INT: case H_NEG_BULK:
-    case H_NEG_ARRAY: case H_BAD_INT: case H_GARBAGE:
+    case H_NEG_ARRAY: case H_BAD_INT: case H_GARBAGE: case H_HUGE_ARRAY:
         return REDLOCK_EPROTO;
     case H_HUGE_BULK: case H_TRUNCATED: case H_SILENT:
         return REDLOCK_ETIMEOUT;
@@ -578,6 +583,7 @@ static const char *expected_words(hmode m)
     case H_ERR: return "hostile server";
     case H_WRONGPASS: return "WRONGPASS";
     case H_NOAUTH: return "NOAUTH";
+    case H_HUGE_ARRAY: return "elements refused";
     default: return "";
     }
 }
@@ -588,8 +594,8 @@ static const char *expected_words(hmode m)
 /* Behaviours a single node can show for every command. */
 static const hmode every_call_modes[] = {
     H_STATUS, H_BULK, H_ARRAY, H_NEG_INT, H_NEG_BULK, H_NEG_ARRAY, H_BAD_INT,
-    H_HUGE_BULK, H_TRUNCATED, H_CLOSE_MID, H_CLOSE_ON_ACCEPT, H_SILENT, H_GARBAGE,
-    H_ERR, H_LOADING, H_READONLY, H_OOM, H_NOSCRIPT, H_DOUBLE_ERR,
+    H_HUGE_BULK, H_HUGE_ARRAY, H_TRUNCATED, H_CLOSE_MID, H_CLOSE_ON_ACCEPT, H_SILENT,
+    H_GARBAGE, H_ERR, H_LOADING, H_READONLY, H_OOM, H_NOSCRIPT, H_DOUBLE_ERR,
 };
 #define N_EVERY_CALL_MODES (sizeof(every_call_modes) / sizeof(every_call_modes[0]))
 

@@ -297,7 +297,10 @@ REDLOCK_EXTERN void redlock_lock_set_on_lost(redlock_lock *lock,
  * members reachable, with wait_ms == 0 or when the wait ended while nodes
  * were failing), REDLOCK_EINVAL, REDLOCK_ECLOSED. While waiting, a waiter
  * is woken by the release message of any member and otherwise retries when
- * the holder's TTL runs out or after a random delay.
+ * the holder's TTL runs out or after a random delay. Called right after
+ * on_lost reported a loss of this lock, it first waits (about one node
+ * timeout) for the watchdog to release what the lost hold left on the
+ * members, so the new hold cannot re-enter those leftovers and lose them.
  */
 REDLOCK_EXTERN int redlock_acquire_as(redlock_lock *lock, uint64_t owner,
                                       int64_t wait_ms, int64_t lease_ms)

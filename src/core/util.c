@@ -46,17 +46,28 @@ uint64_t redlock__rand_below(uint64_t bound)
     return bound ? rng_next() % bound : 0;
 }
 
-void redlock__rand_hex(char *hex, size_t nbytes)
+void redlock__hex_encode(const unsigned char *bytes, size_t n, char *hex)
 {
     static const char digits[] = "0123456789abcdef";
     size_t i;
 
-    for (i = 0; i < nbytes; i++) {
-        unsigned byte = (unsigned)(rng_next() & 0xff);
-        hex[2 * i] = digits[byte >> 4];
-        hex[2 * i + 1] = digits[byte & 15];
+    for (i = 0; i < n; i++) {
+        hex[2 * i] = digits[bytes[i] >> 4];
+        hex[2 * i + 1] = digits[bytes[i] & 15];
     }
-    hex[2 * nbytes] = '\0';
+    hex[2 * n] = '\0';
+}
+
+void redlock__rand_hex(char *hex, size_t nbytes)
+{
+    size_t i;
+
+    hex[0] = '\0';
+    for (i = 0; i < nbytes; i++) {
+        unsigned char byte = (unsigned char)(rng_next() & 0xff);
+
+        redlock__hex_encode(&byte, 1, hex + 2 * i);
+    }
 }
 
 void redlock__uuid(char out[37])

@@ -14,6 +14,9 @@ int64_t redlock__now_ns(void);
  * from getrandom(); bound 0 returns 0. */
 uint64_t redlock__rand_below(uint64_t bound);
 
+/* Writes n bytes as 2 * n lowercase hex digits plus a NUL into hex. */
+void redlock__hex_encode(const unsigned char *bytes, size_t n, char *hex);
+
 /* Fills hex (2 * nbytes + 1 bytes) with random lowercase hex digits. */
 void redlock__rand_hex(char *hex, size_t nbytes);
 

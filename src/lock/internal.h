@@ -193,6 +193,11 @@ void redlock__watchdog_stop(redlock_client *c);
 void redlock__watchdog_add(redlock_lock *l);
 /* Removes l and waits until no tick is using it. */
 void redlock__watchdog_remove(redlock_lock *l);
+/* Waits until no watchdog tick is working on l. A tick that found l's hold
+ * lost still releases what is left of it after telling the holder; a new
+ * hold of the same owner taken meanwhile would re-enter those leftovers
+ * and then lose them to that release (and be unlisted with the old one). */
+void redlock__watchdog_settle(redlock_lock *l);
 /* Queues a script call (release or abort) to retry in the background until
  * give_up_ns. The strings are copied. */
 void redlock__background_call(redlock_client *c, size_t node, int script,

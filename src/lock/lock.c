@@ -17,14 +17,25 @@
 #define GEN_PREFIX "redlock_gen:{"
 
 /* A member's block: the name, then each key of redlock__key_kind in order,
- * each NUL-terminated. Members with the same name (a RedLock) share one. */
-static const char *const key_format[] = {"%s", LATCH_PREFIX "%s}:", TOKEN_PREFIX "%s}",
-                                         CHANNEL_PREFIX "%s}", GEN_PREFIX "%s}"};
-#define N_KEY_FORMATS (sizeof(key_format) / sizeof(key_format[0]))
+ * each NUL-terminated. Members with the same name (a RedLock) share one.
+ * `fixed` is the key's length without the name, so finding a key (done for
+ * every member of every lock on each watchdog tick) never measures strings. */
+#define KEY_FORMAT(prefix, suffix) {prefix "%s" suffix, sizeof(prefix suffix) - 1}
+static const struct {
+    const char *format;
+    size_t fixed;
+} key_formats[] = {
+    KEY_FORMAT("", ""),
+    KEY_FORMAT(LATCH_PREFIX, "}:"),
+    KEY_FORMAT(TOKEN_PREFIX, "}"),
+    KEY_FORMAT(CHANNEL_PREFIX, "}"),
+    KEY_FORMAT(GEN_PREFIX, "}"),
+};
+#define N_KEY_FORMATS (sizeof(key_formats) / sizeof(key_formats[0]))
 
 static size_t key_size(size_t i, size_t name_len)
 {
-    return strlen(key_format[i]) - 2 + name_len + 1;
+    return key_formats[i].fixed + name_len + 1;
 }
 
 const char *redlock__key(const redlock__lock_member *m, redlock__key_kind kind)
@@ -50,7 +61,7 @@ static int member_keys(redlock__lock_member *m, const char *name)
     m->name_len = (uint32_t)name_len;
     m->owns_keys = 1;
     for (i = 0; i < N_KEY_FORMATS; i++)
-        p += snprintf(p, key_size(i, name_len), key_format[i], name) + 1;
+        p += snprintf(p, key_size(i, name_len), key_formats[i].format, name) + 1;
     return REDLOCK_OK;
 }
 
@@ -285,19 +296,16 @@ void redlock__gens_set(redlock__gens *list, const char *gen)
 
 void redlock__gens_format(const redlock__gens *list, redlock__gens_text out)
 {
-    static const char digits[] = "0123456789abcdef";
     char *p = out;
-    size_t g, i;
+    size_t g;
 
+    *p = '\0';
     for (g = 0; g < list->n; g++) {
         if (g)
             *p++ = ',';
-        for (i = 0; i < REDLOCK__GEN_LEN / 2; i++) {
-            *p++ = digits[list->id[g][i] >> 4];
-            *p++ = digits[list->id[g][i] & 15];
-        }
+        redlock__hex_encode(list->id[g], REDLOCK__GEN_LEN / 2, p);
+        p += REDLOCK__GEN_LEN;
     }
-    *p = '\0';
 }
 
 static void remember_lost(redlock_lock *l, uint64_t owner)
@@ -427,6 +435,22 @@ static void *watch_members(redlock_lock *l, int64_t deadline)
     return l->client->tp.ops->watch(l->client->tp.ctx, names, nodes, l->n, deadline);
 }
 
+/*
+ * Losing the race that a release started means other waiters were woken by
+ * the same release (and with several members the vote may have split); all
+ * of them going again at once loses again. After such a loss a waiter backs
+ * off a random slice of a few attempt durations, doubling per loss in a
+ * row, so one of them goes first. A lone waiter never loses that race and
+ * never waits.
+ */
+static int64_t backoff_until(int64_t now, int64_t attempt_ns, int losses, int64_t deadline)
+{
+    int64_t span = attempt_ns << (losses < 6 ? losses : 6);
+    int64_t until = now + (int64_t)redlock__rand_below((uint64_t)(span > 0 ? span : 1));
+
+    return until < deadline ? until : deadline;
+}
+
 int redlock_acquire_as(redlock_lock *l, uint64_t owner, int64_t wait_ms, int64_t lease_ms)
 {
     redlock_client *c;
@@ -436,7 +460,7 @@ int redlock_acquire_as(redlock_lock *l, uint64_t owner, int64_t wait_ms, int64_t
     int64_t deadline, start;
     void *watch = NULL;
     uint64_t seen = 0;
-    int watchdog = lease_ms <= 0, rc, watched = 0, woken = 0, losses = 0;
+    int watchdog = lease_ms <= 0, rc, watched = 0, woken = 0, losses = 0, settle;
     int64_t attempt_ns = 0;
 
     if (!l)
@@ -448,6 +472,13 @@ int redlock_acquire_as(redlock_lock *l, uint64_t owner, int64_t wait_ms, int64_t
     if (watchdog)
         lease_ms = c->watchdog_lease_ms;
     redlock__owner_field(c, owner, field, sizeof(field));
+    /* Only a tick that is cleaning up a lost hold pins a lock that is not
+     * held; a hold taken now must come after that clean-up. */
+    pthread_mutex_lock(&l->mu);
+    settle = l->state != REDLOCK__HELD;
+    pthread_mutex_unlock(&l->mu);
+    if (settle)
+        redlock__watchdog_settle(l);
     start = ops->now_ns(c->tp.ctx);
     deadline = wait_ms < 0 ? INT64_MAX : start + wait_ms * REDLOCK__NS_PER_MS;
     for (;;) {
@@ -484,28 +515,14 @@ int redlock_acquire_as(redlock_lock *l, uint64_t owner, int64_t wait_ms, int64_t
         until = next_try(c, rc, &res, now);
         if (until > deadline)
             until = deadline;
-        /* Losing the race that a release started means other waiters
-         * were woken by the same release (and with several members the
-         * vote may have split); all of them going again at once loses
-         * again. After such a loss, back off a random slice of a few
-         * attempt durations, doubling per loss in a row, so one of them
-         * goes first. A lone waiter never loses that race and never waits. */
         losses = woken && rc == REDLOCK_EBUSY && l->n > 1 ? losses + 1 : 0;
         rc = ops->wait(c->tp.ctx, watch, &seen, until);
+        woken = rc == REDLOCK_OK;
+        if (woken && losses > 0)
+            rc = ops->wait(c->tp.ctx, watch, &seen,
+                           backoff_until(ops->now_ns(c->tp.ctx), attempt_ns, losses, deadline));
         if (rc == REDLOCK_ECLOSED)
             break;
-        woken = rc == REDLOCK_OK;
-        if (woken && losses > 0) {
-            int64_t backoff = attempt_ns << (losses < 6 ? losses : 6);
-
-            until = ops->now_ns(c->tp.ctx) +
-                    (int64_t)redlock__rand_below((uint64_t)(backoff > 0 ? backoff : 1));
-            if (ops->wait(c->tp.ctx, watch, &seen, until < deadline ? until : deadline) ==
-                REDLOCK_ECLOSED) {
-                rc = REDLOCK_ECLOSED;
-                break;
-            }
-        }
     }
     if (watch)
         ops->unwatch(c->tp.ctx, watch);

@@ -18,7 +18,8 @@ typedef enum answer {
     ANSWER_NONE = 0,
     ANSWER_GRANTED,
     ANSWER_BUSY,
-    ANSWER_FAILED
+    ANSWER_FAILED,
+    ANSWER_TIMED_OUT  /* failed by staying silent past the node timeout */
 } answer;
 
 typedef struct acquire_ctx {
@@ -71,7 +72,7 @@ static answer classify_acquire(acquire_ctx *a, size_t m, int err, const char *ms
 
     if (err) {
         note_failure(rep, err, msg, NULL);
-        return ANSWER_FAILED;
+        return err == REDLOCK_ETIMEOUT ? ANSWER_TIMED_OUT : ANSWER_FAILED;
     }
     /* nil: a grant without a generation (an acquire script that reports
      * none); the hold's generation is then this request's, as if fresh. */
@@ -256,6 +257,34 @@ static void fmt_i64(char *buf, size_t cap, int64_t v)
     snprintf(buf, cap, "%lld", (long long)v);
 }
 
+/*
+ * A node none of whose members answered the acquire within the node
+ * timeout gets its aborts sent but not waited for: waiting would add a
+ * node timeout to every failed attempt while a node is down. The abort
+ * goes out on the same connection right behind the acquire, so the node
+ * runs them in order; if no answer comes, the background retries it like
+ * any unanswered release. Members merely not heard from when an early
+ * decision was taken are healthy as far as anyone knows, and are waited
+ * for as usual, so a failed attempt leaves nothing behind on them.
+ */
+static void skip_waiting_for_unheard(redlock__plan *p, const unsigned char *answers,
+                                     int64_t now)
+{
+    size_t b, k;
+
+    for (b = 0; b < p->nb; b++) {
+        int heard = 0;
+
+        for (k = 0; k < p->batches[b].ncalls; k++) {
+            answer a = (answer)answers[redlock__plan_member(p, b, k)];
+
+            heard |= a != ANSWER_TIMED_OUT;
+        }
+        if (!heard)
+            p->batches[b].deadline_ns = now;
+    }
+}
+
 /* Undoes this request on every member whose answer was not a refusal. */
 static void abort_attempt(redlock_lock *l, const char *field, const char *request_id,
                           int64_t lease_ms, const unsigned char *answers)
@@ -282,6 +311,7 @@ static void abort_attempt(redlock_lock *l, const char *field, const char *reques
     if (redlock__plan_build(&p, l, include, REDLOCK__SCRIPT_ABORT, 4, 8, fill_abort, &s,
                             now + redlock__node_timeout_ns(c, lease_ms)) != REDLOCK_OK)
         goto out;
+    skip_waiting_for_unheard(&p, answers, now);
     s.plan = &p;
     c->tp.ops->fanout(c->tp.ctx, p.batches, p.nb, on_simple_reply, &s);
     defer_unanswered(l, &p, answered, now + lease_ms * REDLOCK__NS_PER_MS);
@@ -378,6 +408,15 @@ int redlock__attempt(redlock_lock *l, const char *field, int64_t lease_ms,
     a.sent_ns = t0;
     ops->fanout(c->tp.ctx, p.batches, p.nb, on_acquire_reply, &a);
     redlock__plan_free(&p);
+    if (ops->now_ns(c->tp.ctx) >= t0 + redlock__node_timeout_ns(c, lease_ms)) {
+        size_t m;
+
+        /* Ran to the deadline: whoever had not answered was silent as long
+         * as the one that timed out first. */
+        for (m = 0; m < l->n; m++)
+            if (a.answer[m] == ANSWER_NONE)
+                a.answer[m] = ANSWER_TIMED_OUT;
+    }
 
     elapsed_ms = (ops->now_ns(c->tp.ctx) - t0) / REDLOCK__NS_PER_MS;
     drift_ms = (int64_t)((double)lease_ms * c->drift_factor) + 2;

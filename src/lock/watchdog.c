@@ -128,6 +128,12 @@ static void unlist(redlock__watchdog *wd, redlock_lock *l)
     l->wd_next = NULL;
 }
 
+static void wait_unpinned(redlock__watchdog *wd, redlock_lock *l)
+{
+    while (l->wd_pins > 0)
+        pthread_cond_wait(&wd->cond, &wd->mu);
+}
+
 void redlock__watchdog_remove(redlock_lock *l)
 {
     redlock__watchdog *wd = &l->client->wd;
@@ -136,8 +142,22 @@ void redlock__watchdog_remove(redlock_lock *l)
     unlist(wd, l);
     /* A tick in flight may still restore a member of this lock; the
      * caller's release must come after it on every node. */
-    while (l->wd_pins > 0)
-        pthread_cond_wait(&wd->cond, &wd->mu);
+    wait_unpinned(wd, l);
+    pthread_mutex_unlock(&wd->mu);
+}
+
+/* Set while this thread runs a tick: its on_lost callbacks may acquire
+ * other locks the same tick pins, and must not wait for the tick itself. */
+static _Thread_local int in_tick;
+
+void redlock__watchdog_settle(redlock_lock *l)
+{
+    redlock__watchdog *wd = &l->client->wd;
+
+    if (in_tick)
+        return;
+    pthread_mutex_lock(&wd->mu);
+    wait_unpinned(wd, l);
     pthread_mutex_unlock(&wd->mu);
 }
 
@@ -416,9 +436,11 @@ void redlock__watchdog_tick(redlock_client *c)
     size_t i;
 
     memset(&t, 0, sizeof(t));
+    in_tick = 1;
     pthread_mutex_lock(&c->wd.mu);
     if (collect(c, &t, t_tick) != 0) {
         pthread_mutex_unlock(&c->wd.mu);
+        in_tick = 0;
         return;
     }
     pthread_mutex_unlock(&c->wd.mu);
@@ -467,6 +489,7 @@ void redlock__watchdog_tick(redlock_client *c)
     pthread_cond_broadcast(&c->wd.cond);
     pthread_mutex_unlock(&c->wd.mu);
     tick_free(&t);
+    in_tick = 0;
 }
 
 /* The next moment anything is due. Called with wd->mu held. */

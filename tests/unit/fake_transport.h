@@ -93,6 +93,10 @@ void fake_advance_ms(fake *f, int64_t ms);
  * when the test calls redlock__watchdog_tick(). Makes tests deterministic.
  */
 void fake_isolate_clock(fake *f);
+/* The calling thread, too, sees the isolated clock move: a thread a case
+ * starts to play the application while the test thread drives ticks. One
+ * such thread at a time. */
+void fake_join_clock(fake *f);
 
 /* The model of node storage. */
 /* Someone else's hold: hash `name` with `field` = count, PTTL ttl_ms (-1:

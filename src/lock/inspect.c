@@ -123,7 +123,7 @@ static int inspect_members(redlock_lock *l, size_t only, const char *field,
     if (rc)
         return rc;
     x.plan = &p;
-    c->tp.ops->fanout(c->tp.ctx, p.batches, p.nb, on_inspect_reply, &x);
+    redlock__fanout(c, p.batches, p.nb, on_inspect_reply, &x);
     redlock__plan_free(&p);
     return REDLOCK_OK;
 }
@@ -325,7 +325,7 @@ int redlock_force_unlock(redlock_lock *l, size_t *released)
                              c->tp.ops->now_ns(c->tp.ctx) + inspect_timeout_ns(c));
     if (rc)
         return rc;
-    c->tp.ops->fanout(c->tp.ctx, p.batches, p.nb, on_force_reply, &f);
+    redlock__fanout(c, p.batches, p.nb, on_force_reply, &f);
     redlock__plan_free(&p);
     if (released)
         *released = (size_t)f.deleted;
@@ -390,7 +390,7 @@ int redlock_fenced_set(redlock_client *c, size_t node, const char *key, const ch
     call = (redlock__call){REDLOCK__SCRIPT_FENCED_SET, 1, 3, argv, lens};
     b = (redlock__batch){node, &call, 1,
                          c->tp.ops->now_ns(c->tp.ctx) + inspect_timeout_ns(c)};
-    c->tp.ops->fanout(c->tp.ctx, &b, 1, on_fenced_reply, &f);
+    redlock__fanout(c, &b, 1, on_fenced_reply, &f);
     if (f.rc)
         return redlock__fail(f.rc, "fenced_set '%s': %s", key, f.msg);
     return REDLOCK_OK;

@@ -52,6 +52,7 @@ struct redlock_client {
 
     redlock__watchdog wd;
     redlock_stats stats;            /* updated with atomics */
+    unsigned char node_silent[REDLOCK__MAX_NODES]; /* health.c, atomics */
 };
 
 typedef enum redlock__hold_state {
@@ -186,6 +187,15 @@ int redlock__release_members(redlock_lock *l, const char *field, const redlock__
  * records the restore's request as its generation on those members. */
 void redlock__restore_members(redlock_lock *l, const char *field, int64_t lease_ms,
                               const unsigned char *include, int64_t deadline_ns);
+
+/* health.c */
+/* The transport's fan-out, noting on the way which nodes went silent (a
+ * request timed out) and which answered. Every fan-out of the lock layer
+ * goes through here. */
+int redlock__fanout(redlock_client *c, const redlock__batch *batches, size_t n,
+                    redlock__reply_fn fn, void *ud);
+/* Nonzero while node's last request timed out and nothing came since. */
+int redlock__node_silent(const redlock_client *c, size_t node);
 
 /* watchdog.c */
 int redlock__watchdog_start(redlock_client *c);

@@ -258,29 +258,27 @@ static void fmt_i64(char *buf, size_t cap, int64_t v)
 }
 
 /*
- * A node none of whose members answered the acquire within the node
- * timeout gets its aborts sent but not waited for: waiting would add a
- * node timeout to every failed attempt while a node is down. The abort
- * goes out on the same connection right behind the acquire, so the node
- * runs them in order; if no answer comes, the background retries it like
- * any unanswered release. Members merely not heard from when an early
+ * Calls to a silent node (see health.c), or to one none of whose members
+ * answered this attempt's acquire within the node timeout, are sent but
+ * not waited for: waiting would add a node timeout to every failed attempt
+ * and every unlock while a node is down. The call goes out on the same
+ * connection as the node's earlier requests, so the node runs them in
+ * order; if no answer comes, the background retries it like any
+ * unanswered release. Members merely not heard from when an early
  * decision was taken are healthy as far as anyone knows, and are waited
  * for as usual, so a failed attempt leaves nothing behind on them.
  */
-static void skip_waiting_for_unheard(redlock__plan *p, const unsigned char *answers,
-                                     int64_t now)
+static void skip_waiting_for_silent(redlock_client *c, redlock__plan *p,
+                                    const unsigned char *answers, int64_t now)
 {
     size_t b, k;
 
     for (b = 0; b < p->nb; b++) {
-        int heard = 0;
+        int heard = !answers;
 
-        for (k = 0; k < p->batches[b].ncalls; k++) {
-            answer a = (answer)answers[redlock__plan_member(p, b, k)];
-
-            heard |= a != ANSWER_TIMED_OUT;
-        }
-        if (!heard)
+        for (k = 0; answers && k < p->batches[b].ncalls; k++)
+            heard |= answers[redlock__plan_member(p, b, k)] != ANSWER_TIMED_OUT;
+        if (!heard || redlock__node_silent(c, p->batches[b].node))
             p->batches[b].deadline_ns = now;
     }
 }
@@ -311,9 +309,9 @@ static void abort_attempt(redlock_lock *l, const char *field, const char *reques
     if (redlock__plan_build(&p, l, include, REDLOCK__SCRIPT_ABORT, 4, 8, fill_abort, &s,
                             now + redlock__node_timeout_ns(c, lease_ms)) != REDLOCK_OK)
         goto out;
-    skip_waiting_for_unheard(&p, answers, now);
+    skip_waiting_for_silent(c, &p, answers, now);
     s.plan = &p;
-    c->tp.ops->fanout(c->tp.ctx, p.batches, p.nb, on_simple_reply, &s);
+    redlock__fanout(c, p.batches, p.nb, on_simple_reply, &s);
     defer_unanswered(l, &p, answered, now + lease_ms * REDLOCK__NS_PER_MS);
     redlock__plan_free(&p);
 out:
@@ -356,7 +354,7 @@ static int fence_store(redlock_lock *l, const char *field, uint64_t token,
         goto out;
     s.plan = &p;
     s.pending = (int)p.n;
-    c->tp.ops->fanout(c->tp.ctx, p.batches, p.nb, on_simple_reply, &s);
+    redlock__fanout(c, p.batches, p.nb, on_simple_reply, &s);
     confirmed = s.ok;
     redlock__plan_free(&p);
 out:
@@ -406,7 +404,7 @@ int redlock__attempt(redlock_lock *l, const char *field, int64_t lease_ms,
     a.plan = &p;
     a.pending = (int)l->n;
     a.sent_ns = t0;
-    ops->fanout(c->tp.ctx, p.batches, p.nb, on_acquire_reply, &a);
+    redlock__fanout(c, p.batches, p.nb, on_acquire_reply, &a);
     redlock__plan_free(&p);
     if (ops->now_ns(c->tp.ctx) >= t0 + redlock__node_timeout_ns(c, lease_ms)) {
         size_t m;
@@ -493,8 +491,9 @@ int redlock__release_members(redlock_lock *l, const char *field, const redlock__
         free(s.gens);
         return rc;
     }
+    skip_waiting_for_silent(c, &p, NULL, now);
     s.plan = &p;
-    c->tp.ops->fanout(c->tp.ctx, p.batches, p.nb, on_simple_reply, &s);
+    redlock__fanout(c, p.batches, p.nb, on_simple_reply, &s);
     defer_unanswered(l, &p, s.answered, give_up_ns);
     if (s.failed)
         redlock__stat_add(&c->stats.background_releases, (uint64_t)s.failed);
@@ -544,6 +543,6 @@ void redlock__restore_members(redlock_lock *l, const char *field, int64_t lease_
                             l->fencing ? 8 : 7, fill_acquire, &a, deadline_ns) != REDLOCK_OK)
         return;
     /* The outcome is read by the next tick's renewal, never counted now. */
-    c->tp.ops->fanout(c->tp.ctx, p.batches, p.nb, on_restore_reply, NULL);
+    redlock__fanout(c, p.batches, p.nb, on_restore_reply, NULL);
     redlock__plan_free(&p);
 }

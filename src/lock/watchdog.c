@@ -450,7 +450,7 @@ void redlock__watchdog_tick(redlock_client *c)
     deadline = t_tick + redlock__node_timeout_ns(c, lease_ms);
     if (build(c, &t, deadline) == 0 && t.nb > 0) {
         stretch_deadlines(&t, t_tick, lease_ms);
-        ops->fanout(c->tp.ctx, t.batches, t.nb, on_tick_reply, &t);
+        redlock__fanout(c, t.batches, t.nb, on_tick_reply, &t);
         redlock__stat_add(&c->stats.watchdog_ticks, 1);
         redlock__stat_add(&c->stats.watchdog_batches, t.nb);
         redlock__stat_add(&c->stats.renewals, t.n_held);

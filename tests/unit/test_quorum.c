@@ -656,6 +656,52 @@ START_TEST(unlock_with_frozen_minority_retries_in_background)
 }
 END_TEST
 
+/* A node whose last request timed out is silent: the next unlock sends its
+ * release there but does not wait a node timeout for it again. Once the
+ * node answers anything (here a background retry), it is waited for as
+ * usual. */
+START_TEST(unlock_skips_waiting_for_silent_node)
+{
+    redlock_options o = opts_timeout(20);
+    fake_fanout fo;
+    size_t before;
+    env e;
+
+    env_open(&e, 5, &o, NULL);
+    fake_set(e.f, 4, FAKE_SILENT, 0);
+    /* The acquire decides on the first four; node 4 is not yet known silent. */
+    ck_assert_int_eq(redlock_acquire_as(e.l, OWNER, 0, 10000), REDLOCK_OK);
+    before = fake_ncalls(e.f);
+    ck_assert_int_eq(redlock_unlock_as(e.l, OWNER), REDLOCK_OK);
+    fo = fanout_of(e.f, before, REDLOCK__SCRIPT_RELEASE);
+    ck_assert_int_eq(fo.end_ns - fo.start_ns, 20 * MS);
+
+    /* Now it is: the next cycle's unlock does not wait for it. */
+    ck_assert_int_eq(redlock_acquire_as(e.l, OWNER, 0, 10000), REDLOCK_OK);
+    before = fake_ncalls(e.f);
+    ck_assert_int_eq(redlock_unlock_as(e.l, OWNER), REDLOCK_OK);
+    fo = fanout_of(e.f, before, REDLOCK__SCRIPT_RELEASE);
+    ck_assert_int_lt(fo.end_ns - fo.start_ns, 20 * MS);
+    ck_assert_int_eq(call_at(e.f, fake_find(e.f, before, 4, REDLOCK__SCRIPT_RELEASE)).outcome,
+                     FAKE_TIMED_OUT);
+    ck_assert_uint_eq(holders(&e, 4), 0);
+
+    /* Thawed: the background retries land, and the node is heard again. */
+    fake_set(e.f, 4, FAKE_REPLY, 1);
+    fake_advance_ms(e.f, 250);
+    redlock__watchdog_tick(e.c);
+    ck_assert_uint_eq(holders(&e, 5), 0);
+    fake_set(e.f, 4, FAKE_REPLY, 5);
+    ck_assert_int_eq(redlock_acquire_as(e.l, OWNER, 0, 10000), REDLOCK_OK);
+    before = fake_ncalls(e.f);
+    ck_assert_int_eq(redlock_unlock_as(e.l, OWNER), REDLOCK_OK);
+    ck_assert_int_eq(call_at(e.f, fake_find(e.f, before, 4, REDLOCK__SCRIPT_RELEASE)).outcome,
+                     FAKE_ANSWERED);
+    ck_assert_uint_eq(holders(&e, 5), 0);
+    env_close(&e);
+}
+END_TEST
+
 /* A member frozen for longer than the lease is given up on: the key has
  * expired there by then. */
 START_TEST(background_release_gives_up_after_lease)
@@ -1504,6 +1550,7 @@ int main(void)
     add(s, "validity", waiter_wakes_on_release);
     add(s, "release", unlock_with_frozen_minority_retries_in_background);
     add(s, "release", background_release_gives_up_after_lease);
+    add(s, "release", unlock_skips_waiting_for_silent_node);
     add(s, "release", release_retry_is_idempotent);
     add(s, "release", force_unlock_counts_deleted_members);
     add(s, "release", late_release_spares_newer_hold_of_same_owner);

@@ -1199,6 +1199,63 @@ START_TEST(watchdog_loss_spares_hold_taken_again)
 }
 END_TEST
 
+/* on_lost of one lock may take another lock (only the same lock is off
+ * limits), even one the same tick has just found lost and is still
+ * cleaning up: that acquire must not wait for the tick it runs in. */
+typedef struct cross {
+    redlock_lock *other;
+    int calls, acquire_rc;
+} cross;
+
+static void on_lost_take_other(void *ud, redlock_lock *l, uint64_t owner, int reason)
+{
+    cross *x = ud;
+
+    (void)l;
+    (void)owner;
+    (void)reason;
+    if (x->calls++ == 0)
+        x->acquire_rc = redlock_acquire_as(x->other, OWNER, 0, 0);
+}
+
+START_TEST(on_lost_may_take_another_lock_of_the_same_tick)
+{
+    redlock_options o = opts_watchdog(3000);
+    redlock_lock *second = NULL;
+    cross x = {0};
+    size_t i, before;
+    int held = 0;
+    env e;
+
+    env_open(&e, 5, &o, NULL);
+    ck_assert_int_eq(redlock_lock_new(e.c, "res2", NULL, &second), REDLOCK_OK);
+    x.other = second;
+    x.acquire_rc = -1;
+    redlock_lock_set_on_lost(e.l, on_lost_take_other, &x);
+    /* Listed after e.l, so the tick judges it first. */
+    ck_assert_int_eq(redlock_acquire_as(e.l, OWNER, 0, 0), REDLOCK_OK);
+    ck_assert_int_eq(redlock_acquire_as(second, OWNER, 0, 0), REDLOCK_OK);
+    for (i = 0; i < 5; i++)
+        fake_flush(e.f, i);
+    fake_advance_ms(e.f, 1000);
+    redlock__watchdog_tick(e.c);
+    ck_assert_int_eq(x.calls, 1);
+    ck_assert_int_eq(x.acquire_rc, REDLOCK_OK);
+    ck_assert_int_eq(redlock_is_held_as(second, OWNER, &held), REDLOCK_OK);
+    ck_assert_int_eq(held, 1);
+    for (i = 0; i < 5; i++)
+        ck_assert_int_eq(fake_hash_count(e.f, i, "res2", e.field), 1);
+    /* And the watchdog keeps it. */
+    before = fake_ncalls(e.f);
+    fake_advance_ms(e.f, 1000);
+    redlock__watchdog_tick(e.c);
+    ck_assert_uint_eq(fake_count(e.f, before, -1, REDLOCK__SCRIPT_RENEW), 5);
+    ck_assert_int_eq(redlock_unlock_as(second, OWNER), REDLOCK_OK);
+    redlock_lock_free(second);
+    env_close(&e);
+}
+END_TEST
+
 /* ------------------------------------------------------------------------ */
 /* Fencing. */
 
@@ -1563,6 +1620,7 @@ int main(void)
     add(s, "watchdog", watchdog_restores_vanished_member);
     add(s, "watchdog", watchdog_never_restores_without_genuine_quorum);
     add(s, "watchdog", watchdog_loss_spares_hold_taken_again);
+    add(s, "watchdog", on_lost_may_take_another_lock_of_the_same_tick);
     add(s, "fencing", fencing_token_is_max_of_candidates);
     add(s, "fencing", fencing_time_term_uses_fastest_member);
     add(s, "fencing", fencing_writeback_needs_quorum);

@@ -71,7 +71,15 @@ static uint64_t stored_token(size_t node, const char *name)
     return strtoull(rig_cli(node, args), NULL, 10);
 }
 
-/* Members storing exactly token. */
+/*
+ * Members whose stored token is at least `token`. That, on a quorum, is
+ * what fencing needs: any later quorum overlaps one of them and so picks a
+ * larger token. Exactly `token` is not guaranteed everywhere: phase 2
+ * returns once a quorum confirmed, and a straggler that granted late may
+ * be among them, keeping its own, larger candidate (its clock term was
+ * read later); a deciding member's write-back may then still be in flight,
+ * or never sent if its connection was still authenticating.
+ */
 static size_t members_storing(const char *name, uint64_t token)
 {
     size_t i, k = 0;
@@ -81,7 +89,7 @@ static size_t members_storing(const char *name, uint64_t token)
      * machine a reply can beat our read of a slower member, so let it settle. */
     for (tries = 0; tries < 25; tries++) {
         for (k = 0, i = 0; i < N_NODES; i++)
-            k += stored_token(i, name) == token;
+            k += stored_token(i, name) >= token;
         if (k >= 3)
             break;
         usleep(20000);
@@ -99,8 +107,8 @@ static int holds_field(size_t node, const char *name, const char *field)
 
 /*
  * What a fenced acquisition leaves behind: at least a quorum of members
- * stores exactly the token, and every member where the lock is held by
- * field stores at least it. (A straggler that granted after the decision
+ * stores at least the token, and so does every member where the lock is
+ * held by field. (A straggler that granted after the decision
  * keeps its own candidate when that is larger; one whose request was never
  * sent holds nothing.) Returns the number of members holding the lock.
  */

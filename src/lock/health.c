@@ -23,12 +23,12 @@ static int observe(void *ud, size_t batch, size_t call, int err, const char *msg
                    struct redisReply *r)
 {
     observed *o = ud;
-    unsigned char *silent = &o->c->node_silent[o->batches[batch].node];
+    size_t node = o->batches[batch].node;
 
     if (err == REDLOCK_ETIMEOUT)
-        __atomic_store_n(silent, 1, __ATOMIC_RELAXED);
+        redlock__node_went_silent(o->c, node);
     else if (!err)
-        __atomic_store_n(silent, 0, __ATOMIC_RELAXED);
+        __atomic_store_n(&o->c->node_silent[node], 0, __ATOMIC_RELAXED);
     return o->fn(o->ud, batch, call, err, msg, r);
 }
 
@@ -38,6 +38,12 @@ int redlock__fanout(redlock_client *c, const redlock__batch *batches, size_t n,
     observed o = {c, batches, fn, ud};
 
     return c->tp.ops->fanout(c->tp.ctx, batches, n, observe, &o);
+}
+
+void redlock__node_went_silent(redlock_client *c, size_t node)
+{
+    if (node < REDLOCK__MAX_NODES)
+        __atomic_store_n(&c->node_silent[node], 1, __ATOMIC_RELAXED);
 }
 
 int redlock__node_silent(const redlock_client *c, size_t node)

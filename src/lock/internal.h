@@ -118,7 +118,8 @@ struct redlock_lock {
     /* Watchdog list membership, guarded by client->wd.mu. */
     struct redlock_lock *wd_next;
     int wd_listed;
-    int wd_pins;                   /* ticks currently using this lock */
+    int wd_pins;                   /* ticks using this lock; changed under
+                                    * wd.mu, read without it by settle */
 };
 
 /* client.c */
@@ -194,6 +195,8 @@ void redlock__restore_members(redlock_lock *l, const char *field, int64_t lease_
  * goes through here. */
 int redlock__fanout(redlock_client *c, const redlock__batch *batches, size_t n,
                     redlock__reply_fn fn, void *ud);
+/* Marks node silent: a request to it went unanswered for a node timeout. */
+void redlock__node_went_silent(redlock_client *c, size_t node);
 /* Nonzero while node's last request timed out and nothing came since. */
 int redlock__node_silent(const redlock_client *c, size_t node);
 

@@ -18,8 +18,7 @@ typedef enum answer {
     ANSWER_NONE = 0,
     ANSWER_GRANTED,
     ANSWER_BUSY,
-    ANSWER_FAILED,
-    ANSWER_TIMED_OUT  /* failed by staying silent past the node timeout */
+    ANSWER_FAILED
 } answer;
 
 typedef struct acquire_ctx {
@@ -72,7 +71,7 @@ static answer classify_acquire(acquire_ctx *a, size_t m, int err, const char *ms
 
     if (err) {
         note_failure(rep, err, msg, NULL);
-        return err == REDLOCK_ETIMEOUT ? ANSWER_TIMED_OUT : ANSWER_FAILED;
+        return ANSWER_FAILED;
     }
     /* nil: a grant without a generation (an acquire script that reports
      * none); the hold's generation is then this request's, as if fresh. */
@@ -258,29 +257,22 @@ static void fmt_i64(char *buf, size_t cap, int64_t v)
 }
 
 /*
- * Calls to a silent node (see health.c), or to one none of whose members
- * answered this attempt's acquire within the node timeout, are sent but
- * not waited for: waiting would add a node timeout to every failed attempt
- * and every unlock while a node is down. The call goes out on the same
- * connection as the node's earlier requests, so the node runs them in
- * order; if no answer comes, the background retries it like any
- * unanswered release. Members merely not heard from when an early
- * decision was taken are healthy as far as anyone knows, and are waited
- * for as usual, so a failed attempt leaves nothing behind on them.
+ * Calls to a silent node (see health.c) are sent but not waited for:
+ * waiting would add a node timeout to every failed attempt and every
+ * unlock while a node is down. The call goes out on the same connection as
+ * the node's earlier requests, so the node runs them in order; if no answer
+ * comes, the background retries it like any unanswered release. Members
+ * merely not heard from when an early decision was taken are healthy as far
+ * as anyone knows, and are waited for as usual, so a failed attempt leaves
+ * nothing behind on them.
  */
-static void skip_waiting_for_silent(redlock_client *c, redlock__plan *p,
-                                    const unsigned char *answers, int64_t now)
+static void skip_waiting_for_silent(redlock_client *c, redlock__plan *p, int64_t now)
 {
-    size_t b, k;
+    size_t b;
 
-    for (b = 0; b < p->nb; b++) {
-        int heard = !answers;
-
-        for (k = 0; answers && k < p->batches[b].ncalls; k++)
-            heard |= answers[redlock__plan_member(p, b, k)] != ANSWER_TIMED_OUT;
-        if (!heard || redlock__node_silent(c, p->batches[b].node))
+    for (b = 0; b < p->nb; b++)
+        if (redlock__node_silent(c, p->batches[b].node))
             p->batches[b].deadline_ns = now;
-    }
 }
 
 /* Undoes this request on every member whose answer was not a refusal. */
@@ -309,7 +301,7 @@ static void abort_attempt(redlock_lock *l, const char *field, const char *reques
     if (redlock__plan_build(&p, l, include, REDLOCK__SCRIPT_ABORT, 4, 8, fill_abort, &s,
                             now + redlock__node_timeout_ns(c, lease_ms)) != REDLOCK_OK)
         goto out;
-    skip_waiting_for_silent(c, &p, answers, now);
+    skip_waiting_for_silent(c, &p, now);
     s.plan = &p;
     redlock__fanout(c, p.batches, p.nb, on_simple_reply, &s);
     defer_unanswered(l, &p, answered, now + lease_ms * REDLOCK__NS_PER_MS);
@@ -371,7 +363,7 @@ int redlock__attempt(redlock_lock *l, const char *field, int64_t lease_ms,
     acquire_ctx a;
     redlock__plan p;
     char request_id[33];
-    int64_t t0, elapsed_ms, drift_ms;
+    int64_t t0, deadline, elapsed_ms, drift_ms;
     int rc;
 
     memset(res, 0, sizeof(*res));
@@ -394,9 +386,9 @@ int redlock__attempt(redlock_lock *l, const char *field, int64_t lease_ms,
     redlock__stat_add(&c->stats.attempts, 1);
 
     t0 = ops->now_ns(c->tp.ctx);
+    deadline = t0 + redlock__node_timeout_ns(c, lease_ms);
     rc = redlock__plan_build(&p, l, NULL, REDLOCK__SCRIPT_ACQUIRE, l->fencing ? 4 : 3,
-                             l->fencing ? 8 : 7, fill_acquire, &a,
-                             t0 + redlock__node_timeout_ns(c, lease_ms));
+                             l->fencing ? 8 : 7, fill_acquire, &a, deadline);
     if (rc) {
         free(a.answer);
         return rc;
@@ -406,14 +398,14 @@ int redlock__attempt(redlock_lock *l, const char *field, int64_t lease_ms,
     a.sent_ns = t0;
     redlock__fanout(c, p.batches, p.nb, on_acquire_reply, &a);
     redlock__plan_free(&p);
-    if (ops->now_ns(c->tp.ctx) >= t0 + redlock__node_timeout_ns(c, lease_ms)) {
+    if (ops->now_ns(c->tp.ctx) >= deadline) {
         size_t m;
 
-        /* Ran to the deadline: whoever had not answered was silent as long
-         * as the one that timed out first. */
+        /* Ran to the deadline: members not heard from were abandoned when
+         * the first timeout decided, but were silent just as long. */
         for (m = 0; m < l->n; m++)
             if (a.answer[m] == ANSWER_NONE)
-                a.answer[m] = ANSWER_TIMED_OUT;
+                redlock__node_went_silent(c, l->members[m].node);
     }
 
     elapsed_ms = (ops->now_ns(c->tp.ctx) - t0) / REDLOCK__NS_PER_MS;
@@ -491,7 +483,7 @@ int redlock__release_members(redlock_lock *l, const char *field, const redlock__
         free(s.gens);
         return rc;
     }
-    skip_waiting_for_silent(c, &p, NULL, now);
+    skip_waiting_for_silent(c, &p, now);
     s.plan = &p;
     redlock__fanout(c, p.batches, p.nb, on_simple_reply, &s);
     defer_unanswered(l, &p, s.answered, give_up_ns);

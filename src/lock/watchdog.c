@@ -154,7 +154,11 @@ void redlock__watchdog_settle(redlock_lock *l)
 {
     redlock__watchdog *wd = &l->client->wd;
 
-    if (in_tick)
+    /* Almost always unpinned: then the client-wide mutex, which a tick
+     * holds while it walks every hold, is not touched. A pin taken before
+     * the hold was found lost is visible here: the caller saw that verdict
+     * under l->mu, which the tick took after pinning. */
+    if (in_tick || __atomic_load_n(&l->wd_pins, __ATOMIC_ACQUIRE) == 0)
         return;
     pthread_mutex_lock(&wd->mu);
     wait_unpinned(wd, l);
@@ -210,7 +214,7 @@ static int collect(redlock_client *c, tick *t, int64_t now)
             h->member_answer = calloc(l->n, 1);
             if (!h->member_answer)
                 continue;
-            l->wd_pins++;
+            __atomic_add_fetch(&l->wd_pins, 1, __ATOMIC_RELEASE);
             t->n_held++;
         }
     }
@@ -485,7 +489,7 @@ void redlock__watchdog_tick(redlock_client *c)
     settle_pending(c, &t, now);
     pthread_mutex_lock(&c->wd.mu);
     for (i = 0; i < t.n_held; i++)
-        t.held[i].l->wd_pins--;
+        __atomic_sub_fetch(&t.held[i].l->wd_pins, 1, __ATOMIC_RELEASE);
     pthread_cond_broadcast(&c->wd.cond);
     pthread_mutex_unlock(&c->wd.mu);
     tick_free(&t);

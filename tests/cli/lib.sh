@@ -9,22 +9,8 @@ fail() {
 
 note() { echo "--- $*"; }
 
-port_busy() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
-
-# A base port with `count` consecutive free ports, below the ephemeral range.
-free_base() {
-  local count=$1 try base p ok
-  for try in $(seq 1 50); do
-    base=$((20000 + (RANDOM * 32768 + RANDOM) % 12000))
-    ok=1
-    for p in $(seq "$base" $((base + count - 1))); do
-      if port_busy "$p"; then ok=0; break; fi
-    done
-    [ $ok = 1 ] && { echo "$base"; return 0; }
-    : "$try"
-  done
-  return 1
-}
+# shellcheck source=../fixture/ports.sh
+. "$(dirname "${BASH_SOURCE[0]}")/../fixture/ports.sh"
 
 # Test-private state: a temp dir, removed with the rig on exit.
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/redlock-cli-test.XXXXXX")

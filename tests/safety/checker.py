@@ -63,6 +63,18 @@ def fmt_t(t):
     return f"{(t - T0) / 1e9:.3f}s"
 
 
+def split_lines(path, min_fields):
+    """The whitespace-split lines of an optional file with at least
+    min_fields fields; nothing if the file is absent."""
+    if not os.path.exists(path):
+        return
+    with open(path) as fh:
+        for line in fh:
+            f = line.split()
+            if len(f) >= min_fields:
+                yield f
+
+
 def load(path):
     holds, fails, writes, samples, totals, errors = [], [], [], [], {}, []
     for fn in sorted(glob.glob(os.path.join(path, "worker-*.log"))):
@@ -93,22 +105,10 @@ def load(path):
                         errors.append("malformed record: " + line.strip())
                 except ValueError:
                     errors.append("malformed record: " + line.strip())
-    events = []
-    ev_path = os.path.join(path, "nemesis.log")
-    if os.path.exists(ev_path):
-        with open(ev_path) as fh:
-            for line in fh:
-                f = line.split()
-                if len(f) >= 2:
-                    events.append((int(f[0]), f[1], f[2:]))
-    final = {}
-    fin_path = os.path.join(path, "storage.final")
-    if os.path.exists(fin_path):
-        with open(fin_path) as fh:
-            for line in fh:
-                f = line.split()
-                if len(f) >= 3:
-                    final[f[0]] = (int(f[1]), f[2])
+    events = [(int(f[0]), f[1], f[2:])
+              for f in split_lines(os.path.join(path, "nemesis.log"), 2)]
+    final = {f[0]: (int(f[1]), f[2])
+             for f in split_lines(os.path.join(path, "storage.final"), 3)}
     return holds, fails, writes, samples, totals, errors, events, final
 
 

@@ -105,22 +105,8 @@ trap cleanup EXIT
 trap 'exit 130' INT TERM
 trap 'echo "run.sh: line $LINENO: a command failed (status $?)" >&2' ERR
 
-port_busy() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
-
-free_base() {
-  local count=$1 try base p ok
-  for try in $(seq 1 50); do
-    # Below the ephemeral range, where outgoing connections take ports.
-    base=$((20000 + (RANDOM * 32768 + RANDOM) % 12000))
-    ok=1
-    for p in $(seq "$base" $((base + count - 1))); do
-      if port_busy "$p"; then ok=0; break; fi
-    done
-    [ $ok = 1 ] && { echo "$base"; return 0; }
-    : "$try"
-  done
-  return 1
-}
+# shellcheck source=../fixture/ports.sh
+. "$here/../fixture/ports.sh"
 
 rand_ms() { echo $(( $1 + RANDOM % ($2 - $1 + 1) )); }
 # A stray signal to a sleep must not end the run early.

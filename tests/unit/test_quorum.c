@@ -106,6 +106,16 @@ static size_t holders(env *e, size_t n)
     return k;
 }
 
+/* Nothing of OWNER left on any of five members: no hold, no generation. */
+static void assert_released_everywhere(env *e)
+{
+    size_t i;
+
+    ck_assert_uint_eq(holders(e, 5), 0);
+    for (i = 0; i < 5; i++)
+        ck_assert_uint_eq(fake_hash_len(e->f, i, GEN_KEY), 0);
+}
+
 static int64_t remaining_ms(env *e)
 {
     int64_t ttl = -100;
@@ -768,7 +778,7 @@ END_TEST
 START_TEST(late_release_spares_newer_hold_of_same_owner)
 {
     redlock_options o = opts_timeout(20);
-    size_t before, i;
+    size_t before;
     long k;
     env e;
 
@@ -803,9 +813,7 @@ START_TEST(late_release_spares_newer_hold_of_same_owner)
 
     /* The new hold's own release drops it everywhere, generations too. */
     ck_assert_int_eq(redlock_unlock_as(e.l, OWNER), REDLOCK_OK);
-    ck_assert_uint_eq(holders(&e, 5), 0);
-    for (i = 0; i < 5; i++)
-        ck_assert_uint_eq(fake_hash_len(e.f, i, GEN_KEY), 0);
+    assert_released_everywhere(&e);
     env_close(&e);
 }
 END_TEST
@@ -829,9 +837,7 @@ START_TEST(reentry_learns_generation_of_fresh_member)
     ck_assert_int_eq(fake_hash_count(e.f, 4, NAME, e.field), 1);
     ck_assert_int_eq(redlock_unlock_as(e.l, OWNER), REDLOCK_OK);
     ck_assert_int_eq(redlock_unlock_as(e.l, OWNER), REDLOCK_OK);
-    ck_assert_uint_eq(holders(&e, 5), 0);
-    for (i = 0; i < 5; i++)
-        ck_assert_uint_eq(fake_hash_len(e.f, i, GEN_KEY), 0);
+    assert_released_everywhere(&e);
     env_close(&e);
 }
 END_TEST

@@ -15,12 +15,18 @@
 --      cancelled (if it arrives later it changes nothing and returns -3)
 --   1  the grant was undone (count decremented; deleted and published at 0,
 --      with the owner's generation)
+-- A grant whose hold was since replaced (a later fresh acquire of the
+-- same owner took over the leftover, see acquire.lua) is not undone: the
+-- hold now there is another generation.
 -- Idempotent: the latch is turned into the cancel mark 'x' either way.
 local first = redis.call('get', KEYS[3])
 redis.call('set', KEYS[3], 'x', 'px', ARGV[4])
 if not first or string.sub(first, 1, 1) ~= 'g' then return 0 end
 
 if redis.call('hexists', KEYS[1], ARGV[3]) == 0 then return 0 end
+local granted_gen = string.match(first, '^g%d+:(.*)$') or ''
+local gen = redis.call('hget', KEYS[4], ARGV[3])
+if granted_gen ~= '' and gen and gen ~= granted_gen then return 0 end
 local count = redis.call('hincrby', KEYS[1], ARGV[3], -1)
 if count > 0 then
     redis.call('pexpire', KEYS[1], ARGV[2])

@@ -8,7 +8,10 @@
 -- ARGV[1]  lease in ms (PEXPIRE)
 -- ARGV[2]  owner field <client-id>:<owner-id>
 -- ARGV[3]  latch lifetime in ms
--- ARGV[4]  this request's id, recorded as the generation of a fresh grant
+-- ARGV[4]  this request's id, recorded as the generation of a fresh grant:
+--          12 hex digits of a per-client sequence, then 20 random ones
+-- ARGV[5]  "1": the client holds nothing through this owner, so this is
+--          never a re-entry; "0": a re-entry (or a watchdog restore)
 --
 -- Returns
 --   {token, generation}  acquired or re-entered (count + 1, lease reset).
@@ -18,7 +21,9 @@
 --                for a fresh grant; a re-entry keeps the hold's own ("" if
 --                the hold has none, e.g. one made by Redisson)
 --   integer >= 0 or -1   held by another owner: its PTTL
---   -3           this request was cancelled by abort.lua before it ran
+--   -3           this request was cancelled (by abort.lua or release.lua
+--                before it ran), or it is a late copy of a fresh acquire
+--                that a newer hold of the same owner already replaced
 -- A replay of the same request (same latch) returns its first result and
 -- changes nothing, so a retry after a lost reply never counts a hold twice.
 -- The generation lets a release touch only the hold it was sent for: a late
@@ -35,7 +40,24 @@ if first then
 end
 
 local fresh = redis.call('exists', KEYS[1]) == 0
-if fresh or redis.call('hexists', KEYS[1], ARGV[2]) == 1 then
+local mine = not fresh and redis.call('hexists', KEYS[1], ARGV[2]) == 1
+if mine and ARGV[5] == '1' then
+    -- The client holds nothing, so our field here is not a hold to re-enter.
+    -- An older generation is a leftover of an earlier attempt or hold whose
+    -- abort or release has not arrived yet: replace it (new token, count 1),
+    -- or the new hold would get no token and could never be released. A
+    -- newer one means this request is the late copy: it must not grant.
+    local gen = redis.call('hget', KEYS[3], ARGV[2]) or ''
+    if #gen == 32 and tonumber(string.sub(gen, 1, 12), 16) >
+            tonumber(string.sub(ARGV[4], 1, 12), 16) then
+        redis.call('set', KEYS[2], 'x', 'px', ARGV[3])
+        return -3
+    end
+    redis.call('hdel', KEYS[1], ARGV[2])
+    fresh = redis.call('exists', KEYS[1]) == 0
+    mine = false
+end
+if fresh or mine then
     redis.call('hincrby', KEYS[1], ARGV[2], 1)
     redis.call('pexpire', KEYS[1], ARGV[1])
     if fresh then redis.call('hset', KEYS[3], ARGV[2], ARGV[4]) end

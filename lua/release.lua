@@ -14,6 +14,12 @@
 --          (request ids of grants that may have made it; see acquire.lua),
 --          or "" when the caller does not know them
 --
+-- When owner's field is absent, every listed generation whose acquire
+-- latch (the same prefix as KEYS[3], in the same hash slot) is still
+-- absent gets the cancel mark 'x' for ARGV[2] ms: an acquire of that hold
+-- still on its way (sent on another connection to a node that was silent)
+-- then cannot grant after this release.
+--
 -- Returns
 --   nil  not held by owner, or held by owner under another generation
 --        (latched then, like the results below): a
@@ -31,7 +37,13 @@ if first then
     return tonumber(first)
 end
 
-if redis.call('hexists', KEYS[1], ARGV[3]) == 0 then return nil end
+if redis.call('hexists', KEYS[1], ARGV[3]) == 0 then
+    local prefix = string.sub(KEYS[3], 1, -33)
+    for id in string.gmatch(ARGV[6], '[^,]+') do
+        redis.call('set', prefix .. id, 'x', 'nx', 'px', ARGV[2])
+    end
+    return nil
+end
 local gen = redis.call('hget', KEYS[4], ARGV[3])
 if gen and ARGV[6] ~= '' and
         not string.find(',' .. ARGV[6] .. ',', ',' .. gen .. ',', 1, true) then

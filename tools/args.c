@@ -323,6 +323,7 @@ int cli_client_new(cli_globals *g, redlock_client **out)
     /* A short watchdog lease makes a lost lock show up within a second
      * (tests, experiments); 0 keeps the library's default. */
     o.watchdog_lease_ms = g->watchdog_lease_ms;
+    o.unavailable_timeout_ms = g->unavailable_timeout_ms;
     /* Library warnings (a lost lock, TLS without verification) go to
      * stderr; -v adds the informational messages, -vv the debug ones. */
     o.log_fn = log_to_stderr;
@@ -378,25 +379,16 @@ int cli_lock_new(cli_globals *g, redlock_client *c, const char *name, int fencin
     return 0;
 }
 
-void cli_print_member_errors(redlock_client *c, redlock_lock *l)
+const char *cli_member_why(redlock_client *c, size_t i, const redlock_member_report *r)
 {
-    size_t i, n = redlock_lock_member_count(l);
-    redlock_member_report r;
+    const char *node = redlock_client_node_name(c, i);
+    const char *why = r->message[0] ? r->message : redlock_strerror(r->err);
+    size_t len = node ? strlen(node) : 0;
 
-    for (i = 0; i < n; i++) {
-        const char *node = redlock_client_node_name(c, i), *why;
-        size_t len = node ? strlen(node) : 0;
-
-        if (redlock_lock_report(l, i, &r) != REDLOCK_OK)
-            continue;
-        if (r.outcome != REDLOCK_MEMBER_ERROR && r.outcome != REDLOCK_MEMBER_TIMEOUT)
-            continue;
-        why = r.message[0] ? r.message : redlock_strerror(r.err);
-        /* Transport messages already name the node; say it once. */
-        if (len && strncmp(why, node, len) == 0 && strncmp(why + len, ": ", 2) == 0)
-            why += len + 2;
-        cli_error(node, "%s", why);
-    }
+    /* Transport messages already name the node; say it once. */
+    if (len && strncmp(why, node, len) == 0 && strncmp(why + len, ": ", 2) == 0)
+        why += len + 2;
+    return why;
 }
 
 void cli_free_globals(cli_globals *g)

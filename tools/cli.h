@@ -8,6 +8,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #include "redlock/redlock.h"
 
@@ -18,6 +19,8 @@
 #define CLI_EX_SOFTWARE 70   /* internal error */
 #define CLI_EX_TEMPFAIL 75   /* lock not acquired in time */
 #define CLI_EX_LOST 76       /* lock lost while the command ran */
+#define CLI_EX_NOPERM 77     /* a node refused our credentials (AUTH, TLS) */
+#define CLI_EX_CONFIG 78     /* a node refused the request for good (WRONGTYPE, bad db) */
 
 /* The default nodes: the local rig that `redlock rig start` creates. */
 #define CLI_DEFAULT_NODES \
@@ -35,6 +38,7 @@ typedef struct cli_globals {
     int connect_timeout_ms;   /* 0 = library default */
     int timeout_ms;           /* per node; 0 = library default */
     int watchdog_lease_ms;    /* 0 = library default (30000) */
+    int unavailable_timeout_ms; /* 0 = library default (exec sets it) */
     const char *user;
     int verbose;
     int json;
@@ -102,8 +106,9 @@ int cli_client_new(cli_globals *g, redlock_client **out);
 /* Creates the lock NAME over every node with the global quorum. */
 int cli_lock_new(cli_globals *g, redlock_client *c, const char *name, int fencing,
                  redlock_lock **out);
-/* Prints one line per member that failed in the lock's last attempt. */
-void cli_print_member_errors(redlock_client *c, redlock_lock *l);
+/* Why member i failed in report r, without the node name that transport
+ * messages start with (the caller prints it). Points into r or static. */
+const char *cli_member_why(redlock_client *c, size_t i, const redlock_member_report *r);
 
 void cli_free_globals(cli_globals *g);
 
@@ -119,6 +124,36 @@ int cli_cmd_demo_cs(int argc, char **argv);
 
 /* Prints the help of cmd (NULL: the overview). -1 if cmd is unknown. */
 int cli_usage(const char *cmd, int to_stderr);
+
+/* ---- the command's process group (pgroup.c) ------------------------------ */
+
+typedef struct cli_pgroup {
+    pid_t pgid;               /* the command's pid, which leads its group */
+    pid_t watcher;            /* kills the group if redlock dies */
+    int watcher_fd;           /* our end of the watcher's socket, or -1 */
+    int tty;                  /* the terminal handed to the group, or -1 */
+} cli_pgroup;
+
+/*
+ * Starts cmd as the leader of a new process group, watched by a process
+ * that signals the whole group if redlock dies (SIGTERM, SIGKILL after
+ * grace_ms). child_setup runs in the child just before execvp() and may
+ * only call async-signal-safe functions. Returns the pid (*exec_errno set
+ * if execvp() failed) or -1 with errno. Call cli_pgroup_finish() on every
+ * way out, also after a failure.
+ */
+pid_t cli_pgroup_spawn(cli_pgroup *pg, char **cmd, int64_t grace_ms, void (*child_setup)(void),
+                       int *exec_errno);
+/* Sends sig to every process of the group (and SIGCONT after it). */
+void cli_pgroup_signal(const cli_pgroup *pg, int sig);
+/* Whether any process is left in the group. */
+int cli_pgroup_alive(const cli_pgroup *pg);
+/* The group leader was stopped (waitpid WUNTRACED): on a terminal, stop
+ * redlock's own job like the terminal would have, and continue the
+ * command when the job is continued. */
+void cli_pgroup_stopped(const cli_pgroup *pg);
+/* Takes the terminal back and dismisses the watcher. */
+void cli_pgroup_finish(cli_pgroup *pg);
 
 /* ---- the rig script (rig.c) ---------------------------------------------- */
 

@@ -3,11 +3,17 @@
  * command as a child while holding it, and releases it when the child
  * exits. A loss of the lock while the child runs (reported by the
  * watchdog, or a fixed lease running out) is turned into SIGTERM/SIGKILL
- * and exit status 76.
+ * and exit status 76. The command runs in a process group of its own,
+ * and every signal for it goes to the whole group (see pgroup.c).
  *
- * The parent waits in one poll() loop on a self-pipe: signal handlers and
- * the library's on_lost callback (watchdog thread) only write one byte to
- * it, so all decisions are taken on the main thread.
+ * INT, TERM, HUP and CHLD are blocked in every thread and taken by one
+ * thread in sigwait(), which can do what a signal handler may not: while
+ * the lock is awaited it calls redlock_client_cancel(), so the acquire
+ * aborts its attempt in flight and returns, and exec exits 128+signal
+ * after freeing the client (which delivers what the client still owes
+ * the nodes). While the command runs, that thread and the library's
+ * on_lost callback (watchdog thread) only write one byte to a self-pipe,
+ * so all decisions are taken in the main thread's poll() loop.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -22,7 +28,7 @@
 
 #include "cli.h"
 
-enum { O_WAIT = 1, O_LEASE, O_ON_LOST, O_GRACE, O_FENCING };
+enum { O_WAIT = 1, O_LEASE, O_ON_LOST, O_GRACE, O_FENCING, O_UNAVAILABLE };
 
 enum on_lost_policy { LOST_TERM, LOST_KILL, LOST_IGNORE };
 
@@ -35,18 +41,12 @@ typedef struct exec_opts {
     int64_t lease_ms;     /* 0 = watchdog */
     enum on_lost_policy on_lost;
     int64_t grace_ms;
+    int unavailable_ms;   /* end the wait after no quorum for this long */
     int fencing;
     char **cmd;
 } exec_opts;
 
 static int wake_pipe[2] = {-1, -1};
-
-/* The signals exec handles, and their dispositions before it did: the
- * child gets those back, so a command started under nohup(1) still
- * ignores SIGHUP and a forwarded signal means what it would have meant. */
-static const int handled_signals[] = {SIGINT, SIGTERM, SIGHUP, SIGCHLD};
-#define N_HANDLED (sizeof(handled_signals) / sizeof(handled_signals[0]))
-static struct sigaction saved_actions[N_HANDLED];
 
 static void wake(unsigned char what)
 {
@@ -56,11 +56,6 @@ static void wake(unsigned char what)
     if (write(wake_pipe[1], &what, 1) < 0) {
     }
     errno = saved;
-}
-
-static void on_signal(int sig)
-{
-    wake((unsigned char)sig);
 }
 
 static void on_lost(void *ud, redlock_lock *lock, uint64_t owner, int reason)
@@ -77,7 +72,8 @@ static int parse_exec(cli_globals *g, int argc, char **argv, exec_opts *o)
     static const cli_opt opts[] = {
         {"wait", 0, 1, O_WAIT},         {"lease", 0, 1, O_LEASE},
         {"on-lost", 0, 1, O_ON_LOST},   {"grace", 0, 1, O_GRACE},
-        {"fencing", 0, 0, O_FENCING},   {NULL, 0, 0, 0}};
+        {"fencing", 0, 0, O_FENCING},   {"unavailable-timeout", 0, 1, O_UNAVAILABLE},
+        {NULL, 0, 0, 0}};
     cli_args a = {argc, argv, 0, "exec", g};
     const char *v;
     int id;
@@ -85,6 +81,7 @@ static int parse_exec(cli_globals *g, int argc, char **argv, exec_opts *o)
     memset(o, 0, sizeof(*o));
     o->wait_ms = -1;
     o->grace_ms = 5000;
+    o->unavailable_ms = 10000;
     for (;;) {
         id = cli_next(&a, opts, &v);
         switch (id) {
@@ -120,6 +117,11 @@ static int parse_exec(cli_globals *g, int argc, char **argv, exec_opts *o)
         case O_FENCING:
             o->fencing = 1;
             break;
+        case O_UNAVAILABLE:
+            /* An int in the library; 0 would mean its default. */
+            if (cli_parse_int("--unavailable-timeout", v, 1, INT32_MAX, &o->unavailable_ms))
+                return CLI_EX_USAGE;
+            break;
         case CLI_ARG_POSITIONAL:
             if (!o->name) {
                 o->name = v;
@@ -151,6 +153,158 @@ static int parse_exec(cli_globals *g, int argc, char **argv, exec_opts *o)
     }
 }
 
+/* ---- signals ------------------------------------------------------------- */
+
+/*
+ * The signal thread. Until the command starts, the first INT/TERM/HUP
+ * cancels the client (the acquire returns REDLOCK_ECANCELED) and is kept
+ * in `got`; after that, signals go to the main loop through the pipe. A
+ * signal that was ignored when redlock started (nohup(1), a background
+ * job of a script) stays ignored, as it would have without redlock.
+ */
+typedef struct sig_thread {
+    pthread_t thread;
+    pthread_mutex_t mu;
+    sigset_t wait_set;        /* INT, TERM, HUP, CHLD */
+    sigset_t ignored;         /* those of INT, TERM, HUP ignored at start */
+    redlock_client *client;   /* canceled by a signal before the command */
+    int command_runs;
+    int got;
+    int quit;
+    int running;
+} sig_thread;
+
+/* What the command gets back: the mask and SIGCHLD action redlock started
+ * with. INT/TERM/HUP dispositions are never changed, only blocked, so a
+ * command started under nohup(1) still ignores SIGHUP. */
+static sigset_t saved_mask;
+static struct sigaction saved_chld;
+
+static void child_setup(void)
+{
+    sigaction(SIGCHLD, &saved_chld, NULL);
+    sigprocmask(SIG_SETMASK, &saved_mask, NULL);
+}
+
+static void *sig_main(void *arg)
+{
+    sig_thread *t = arg;
+
+    for (;;) {
+        int sig, quit, to_loop;
+
+        if (sigwait(&t->wait_set, &sig) != 0)
+            continue;
+        pthread_mutex_lock(&t->mu);
+        quit = t->quit;
+        to_loop = sig == SIGCHLD;
+        if (!quit && sig != SIGCHLD && !sigismember(&t->ignored, sig)) {
+            if (t->command_runs) {
+                to_loop = 1;
+            } else if (!t->got) {
+                t->got = sig;
+                if (t->client)
+                    redlock_client_cancel(t->client);
+            }
+        }
+        pthread_mutex_unlock(&t->mu);
+        if (quit)
+            return NULL;
+        if (to_loop)
+            wake((unsigned char)sig);
+    }
+}
+
+/* Blocks the signals in the calling (main) thread, so every thread
+ * started after it - the library's included - inherits the block, and
+ * starts the thread that takes them. SIGTTOU is blocked too: giving the
+ * terminal back from a background process group must not stop redlock. */
+static int sig_start(sig_thread *t)
+{
+    static const int taken[] = {SIGINT, SIGTERM, SIGHUP};
+    struct sigaction dfl;
+    sigset_t block;
+    size_t i;
+
+    memset(t, 0, sizeof(*t));
+    sigemptyset(&t->wait_set);
+    sigemptyset(&t->ignored);
+    for (i = 0; i < sizeof(taken) / sizeof(taken[0]); i++) {
+        struct sigaction old;
+
+        sigaddset(&t->wait_set, taken[i]);
+        if (sigaction(taken[i], NULL, &old) == 0 && old.sa_handler == SIG_IGN)
+            sigaddset(&t->ignored, taken[i]);
+    }
+    sigaddset(&t->wait_set, SIGCHLD);
+    block = t->wait_set;
+    sigaddset(&block, SIGTTOU);
+    if (pthread_sigmask(SIG_BLOCK, &block, &saved_mask) != 0)
+        return -1;
+    /* An ignored SIGCHLD (inherited) would reap the command for us. */
+    memset(&dfl, 0, sizeof(dfl));
+    dfl.sa_handler = SIG_DFL;
+    sigemptyset(&dfl.sa_mask);
+    if (sigaction(SIGCHLD, &dfl, &saved_chld) != 0)
+        return -1;
+    pthread_mutex_init(&t->mu, NULL);
+    t->running = pthread_create(&t->thread, NULL, sig_main, t) == 0;
+    return t->running ? 0 : -1;
+}
+
+/* The client that a signal cancels; a signal that came first cancels it
+ * at once. */
+static void sig_set_client(sig_thread *t, redlock_client *c)
+{
+    pthread_mutex_lock(&t->mu);
+    t->client = c;
+    if (c && t->got)
+        redlock_client_cancel(c);
+    pthread_mutex_unlock(&t->mu);
+}
+
+/* From now on signals are for the command. Returns the signal that came
+ * while waiting, or 0. */
+static int sig_command_starts(sig_thread *t)
+{
+    int got;
+
+    pthread_mutex_lock(&t->mu);
+    t->client = NULL;
+    t->command_runs = 1;
+    got = t->got;
+    pthread_mutex_unlock(&t->mu);
+    return got;
+}
+
+static const char *sig_name(int sig)
+{
+    switch (sig) {
+    case SIGINT:
+        return "SIGINT";
+    case SIGTERM:
+        return "SIGTERM";
+    case SIGHUP:
+        return "SIGHUP";
+    }
+    return "a signal";
+}
+
+static void sig_stop(sig_thread *t)
+{
+    if (!t->running)
+        return;
+    pthread_mutex_lock(&t->mu);
+    t->quit = 1;
+    t->client = NULL;
+    pthread_mutex_unlock(&t->mu);
+    /* A thread-directed SIGCHLD ends its sigwait(). */
+    pthread_kill(t->thread, SIGCHLD);
+    pthread_join(t->thread, NULL);
+    pthread_mutex_destroy(&t->mu);
+    t->running = 0;
+}
+
 /* ---- the progress line ---------------------------------------------------- */
 
 /* While the acquire call blocks the main thread, a small thread shows how
@@ -163,6 +317,8 @@ typedef struct progress {
     int done, shown, running;
     const char *name;
     int64_t start_ns;
+    int unreachable;          /* members failing in the last report */
+    size_t members;
 } progress;
 
 static void *progress_main(void *arg)
@@ -179,8 +335,12 @@ static void *progress_main(void *arg)
         if (pthread_cond_timedwait(&p->cv, &p->mu, &until) != 0 && !p->done) {
             double waited = (double)(cli_now_ns() - p->start_ns) / 1e9;
 
-            fprintf(stderr, "\r%c waiting for lock '%s' (%.0f s)   ", spin[n++ % 4],
-                    p->name, waited);
+            if (p->unreachable > 0)
+                fprintf(stderr, "\r%c waiting: %d of %zu nodes unreachable (lock '%s', %.0f s)\033[K",
+                        spin[n++ % 4], p->unreachable, p->members, p->name, waited);
+            else
+                fprintf(stderr, "\r%c waiting for lock '%s' (%.0f s)\033[K", spin[n++ % 4],
+                        p->name, waited);
             fflush(stderr);
             p->shown = 1;
             until.tv_nsec += 250000000;
@@ -198,7 +358,7 @@ static void *progress_main(void *arg)
     return NULL;
 }
 
-static void progress_start(progress *p, const char *name)
+static void progress_start(progress *p, const char *name, size_t members)
 {
     pthread_condattr_t ca;
 
@@ -206,6 +366,7 @@ static void progress_start(progress *p, const char *name)
     if (!isatty(STDOUT_FILENO) || !isatty(STDERR_FILENO))
         return;
     p->name = name;
+    p->members = members;
     p->start_ns = cli_now_ns();
     pthread_mutex_init(&p->mu, NULL);
     pthread_condattr_init(&ca);
@@ -217,6 +378,27 @@ static void progress_start(progress *p, const char *name)
         pthread_cond_destroy(&p->cv);
         pthread_mutex_destroy(&p->mu);
     }
+}
+
+/* Clears the line and keeps it clear until progress_resume(), so that
+ * messages printed in between start on a line of their own. */
+static void progress_pause(progress *p)
+{
+    if (!p->running)
+        return;
+    pthread_mutex_lock(&p->mu);
+    if (p->shown) {
+        fputs("\r\033[K", stderr);
+        p->shown = 0;
+    }
+}
+
+static void progress_resume(progress *p, int unreachable)
+{
+    if (!p->running)
+        return;
+    p->unreachable = unreachable;
+    pthread_mutex_unlock(&p->mu);
 }
 
 static void progress_stop(progress *p)
@@ -231,6 +413,109 @@ static void progress_stop(progress *p)
     pthread_cond_destroy(&p->cv);
     pthread_mutex_destroy(&p->mu);
     p->running = 0;
+}
+
+/* ---- waiting for the lock ------------------------------------------------- */
+
+/*
+ * The first call waits at most this long, and so does every call while no
+ * quorum is reachable, so that failing nodes are named (and the progress
+ * line updated) while the wait goes on: the per-member report only exists
+ * once a call returns, on the thread that made it. Once a quorum answers,
+ * the rest of the wait is one call, since waiting for a holder is the
+ * library's job (release messages, the holder's TTL) and must not poll.
+ */
+#define REPORT_SLICE_MS 1000
+
+typedef struct waiter {
+    redlock_client *client;
+    redlock_lock *lock;
+    progress prog;
+    size_t n;
+    unsigned char failing[64]; /* already named as failing */
+} waiter;
+
+/* Names each member that starts failing once, with the reason from the
+ * last attempt's report, instead of on every attempt; a member that
+ * answers again is named again if it fails later. Returns how many
+ * members are failing. */
+static int note_members(waiter *w)
+{
+    redlock_member_report r;
+    int failing = 0;
+    size_t i;
+
+    progress_pause(&w->prog);
+    for (i = 0; i < w->n; i++) {
+        if (redlock_lock_report(w->lock, i, &r) != REDLOCK_OK)
+            continue;
+        switch (r.outcome) {
+        case REDLOCK_MEMBER_ERROR:
+        case REDLOCK_MEMBER_TIMEOUT:
+            if (!w->failing[i])
+                cli_error(redlock_client_node_name(w->client, i), "%s",
+                          cli_member_why(w->client, i, &r));
+            w->failing[i] = 1;
+            break;
+        case REDLOCK_MEMBER_NONE:
+            /* Not contacted (the attempt was decided early): no news. */
+            break;
+        default:
+            w->failing[i] = 0;
+            break;
+        }
+        failing += w->failing[i];
+    }
+    fflush(stderr);
+    progress_resume(&w->prog, failing);
+    return failing;
+}
+
+/* redlock_acquire_as() over the whole --wait, in slices (see above). The
+ * --unavailable-timeout is counted across slices here as well as by the
+ * library, so a wait in slices ends like one call would. */
+static int acquire(waiter *w, const exec_opts *o, char *why, size_t cap)
+{
+    int64_t start = cli_now_ns(), unavailable_since = 0;
+    int64_t deadline = o->wait_ms < 0 ? -1 : start + o->wait_ms * 1000000;
+    int slice = 1, rc;
+
+    for (;;) {
+        int64_t t0 = cli_now_ns(), now, left = -1, w_ms;
+        int sliced = 0;
+
+        if (deadline >= 0)
+            left = deadline > t0 ? (deadline - t0) / 1000000 : 0;
+        w_ms = left;
+        if (slice && o->wait_ms != 0 && (left < 0 || left > REPORT_SLICE_MS)) {
+            w_ms = REPORT_SLICE_MS;
+            sliced = 1;
+        }
+        rc = redlock_acquire_as(w->lock, redlock_thread_owner(), w_ms, o->lease_ms);
+        snprintf(why, cap, "%s", rc == REDLOCK_OK ? "" : redlock_last_error());
+        note_members(w);
+        if (rc == REDLOCK_OK || !sliced)
+            return rc;
+        if (rc == REDLOCK_ETIMEOUT) {
+            /* A quorum answered: the rest is waiting for the holder. */
+            slice = 0;
+            unavailable_since = 0;
+            continue;
+        }
+        if (rc != REDLOCK_ENO_QUORUM)
+            return rc;
+        now = cli_now_ns();
+        if (!unavailable_since)
+            unavailable_since = t0;
+        /* Before its slice ended, the library gave up by itself. */
+        if (now - t0 < w_ms * 1000000 ||
+            now - unavailable_since >= (int64_t)o->unavailable_ms * 1000000) {
+            if (now - t0 >= w_ms * 1000000)
+                snprintf(why, cap, "no quorum of nodes reachable for %d ms (--unavailable-timeout)",
+                         o->unavailable_ms);
+            return rc;
+        }
+    }
 }
 
 /* ---- the child ------------------------------------------------------------ */
@@ -256,48 +541,6 @@ static int set_child_env(const exec_opts *o, redlock_lock *lock, int64_t validit
     return 0;
 }
 
-/*
- * Starts CMD. A close-on-exec pipe carries the errno of a failed execvp()
- * back, so the error is printed by the parent (a forked child of a
- * threaded process may only call async-signal-safe functions).
- */
-static pid_t spawn(char **cmd, const sigset_t *old_mask, int *exec_errno)
-{
-    int fds[2], err = 0;
-    pid_t pid;
-    ssize_t n;
-
-    *exec_errno = 0;
-    if (pipe2(fds, O_CLOEXEC) != 0)
-        return -1;
-    pid = fork();
-    if (pid == 0) {
-        size_t i;
-
-        for (i = 0; i < N_HANDLED; i++)
-            sigaction(handled_signals[i], &saved_actions[i], NULL);
-        sigprocmask(SIG_SETMASK, old_mask, NULL);
-        close(fds[0]);
-        execvp(cmd[0], cmd);
-        err = errno;
-        if (write(fds[1], &err, sizeof(err)) < 0) {
-        }
-        _exit(err == ENOENT ? 127 : 126);
-    }
-    close(fds[1]);
-    if (pid < 0) {
-        close(fds[0]);
-        return -1;
-    }
-    do {
-        n = read(fds[0], &err, sizeof(err));
-    } while (n < 0 && errno == EINTR);
-    close(fds[0]);
-    if (n == (ssize_t)sizeof(err))
-        *exec_errno = err;
-    return pid;
-}
-
 static int exit_status_of(int status)
 {
     if (WIFEXITED(status))
@@ -311,9 +554,11 @@ static int exit_status_of(int status)
 
 typedef struct supervisor {
     const exec_opts *o;
-    pid_t child;
+    cli_pgroup pg;            /* the command's process group */
+    pid_t child;              /* its leader */
     int lost_reason;          /* written by the on_lost callback */
     int lost;                 /* the loss was acted on */
+    int forwarded;            /* a signal was forwarded to the group */
     int64_t lease_end_ns;     /* fixed lease: when validity runs out */
     int64_t kill_at_ns;       /* SIGKILL after the grace period; 0 = none */
 } supervisor;
@@ -337,14 +582,16 @@ static void act_on_loss(supervisor *s, const char *why)
     s->lost = 1;
     switch (s->o->on_lost) {
     case LOST_TERM:
-        cli_error(s->o->name, "lock lost (%s); sending SIGTERM to %ld, SIGKILL in %lld ms",
-                  why, (long)s->child, (long long)s->o->grace_ms);
-        kill(s->child, SIGTERM);
+        cli_error(s->o->name,
+                  "lock lost (%s); sending SIGTERM to process group %ld, SIGKILL in %lld ms", why,
+                  (long)s->child, (long long)s->o->grace_ms);
+        cli_pgroup_signal(&s->pg, SIGTERM);
         s->kill_at_ns = cli_now_ns() + s->o->grace_ms * 1000000;
         break;
     case LOST_KILL:
-        cli_error(s->o->name, "lock lost (%s); sending SIGKILL to %ld", why, (long)s->child);
-        kill(s->child, SIGKILL);
+        cli_error(s->o->name, "lock lost (%s); sending SIGKILL to process group %ld", why,
+                  (long)s->child);
+        cli_pgroup_signal(&s->pg, SIGKILL);
         break;
     case LOST_IGNORE:
         cli_warn(s->o->name, "lock lost (%s); the command keeps running (--on-lost ignore)",
@@ -353,10 +600,13 @@ static void act_on_loss(supervisor *s, const char *why)
     }
 }
 
-/* Waits for the child, forwarding signals and acting on a loss. Returns
- * the child's wait status. */
+/* Waits for the group leader, forwarding signals to the group and acting
+ * on a loss. Returns the leader's wait status. */
 static int supervise(supervisor *s)
 {
+    /* Stops are followed only when the command has the terminal. */
+    int flags = WNOHANG | (s->pg.tty >= 0 ? WUNTRACED : 0);
+
     for (;;) {
         struct pollfd pfd = {wake_pipe[0], POLLIN, 0};
         unsigned char buf[64];
@@ -365,7 +615,11 @@ static int supervise(supervisor *s)
         pid_t r;
         ssize_t n, i;
 
-        r = waitpid(s->child, &status, WNOHANG);
+        r = waitpid(s->child, &status, flags);
+        if (r == s->child && WIFSTOPPED(status)) {
+            cli_pgroup_stopped(&s->pg);
+            continue;
+        }
         if (r == s->child)
             return status;
         if (r < 0 && errno != EINTR) {
@@ -379,7 +633,7 @@ static int supervise(supervisor *s)
             act_on_loss(s, "the fixed --lease ran out");
         if (s->kill_at_ns && now >= s->kill_at_ns) {
             cli_error(s->o->name, "command still running after --grace; sending SIGKILL");
-            kill(s->child, SIGKILL);
+            cli_pgroup_signal(&s->pg, SIGKILL);
             s->kill_at_ns = 0;
         }
         /* SIGCHLD wakes the loop; the timeout only bounds a missed one. */
@@ -396,154 +650,186 @@ static int supervise(supervisor *s)
         for (i = 0; i < n; i++) {
             int sig = buf[i];
 
-            if (sig == SIGINT || sig == SIGTERM || sig == SIGHUP)
-                kill(s->child, sig);
+            if (sig == SIGINT || sig == SIGTERM || sig == SIGHUP) {
+                cli_pgroup_signal(&s->pg, sig);
+                s->forwarded = 1;
+            }
         }
     }
 }
 
-/* ---- the command ----------------------------------------------------------- */
-
-static int install_handlers(void)
+/* The leader has exited. What it left in its group was signalled with it
+ * after a loss or a forwarded signal, and is killed now; after a normal
+ * end it keeps running, without the lock, and the user is told. */
+static void leftovers(supervisor *s)
 {
-    struct sigaction sa;
-    size_t i;
-
-    memset(&sa, 0, sizeof(sa));
-    sa.sa_handler = on_signal;
-    sa.sa_flags = SA_RESTART;
-    sigemptyset(&sa.sa_mask);
-    for (i = 0; i < N_HANDLED; i++)
-        if (sigaction(handled_signals[i], &sa, &saved_actions[i]) != 0)
-            return -1;
-    return 0;
+    if (!cli_pgroup_alive(&s->pg))
+        return;
+    if ((s->lost && s->o->on_lost != LOST_IGNORE) || s->forwarded) {
+        cli_pgroup_signal(&s->pg, SIGKILL);
+        return;
+    }
+    cli_warn(s->o->name, "processes the command started are still running, without the lock "
+             "(process group %ld)", (long)s->pg.pgid);
 }
 
-static int acquire_status(int rc, redlock_client *c, redlock_lock *lock, const exec_opts *o)
+/* ---- the command ----------------------------------------------------------- */
+
+static int acquire_status(int rc, int sig, const exec_opts *o, const char *why)
 {
     switch (rc) {
     case REDLOCK_EBUSY:
     case REDLOCK_ETIMEOUT:
-        cli_error(o->name, "%s", redlock_last_error());
+        cli_error(o->name, "%s", why);
         return CLI_EX_TEMPFAIL;
-    case REDLOCK_ENO_QUORUM: {
-        char why[256];
-
-        snprintf(why, sizeof(why), "%s", redlock_last_error());
-        cli_print_member_errors(c, lock);
+    case REDLOCK_ENO_QUORUM:
         cli_error(o->name, "%s", why);
         return CLI_EX_NOQUORUM;
-    }
+    case REDLOCK_EAUTH:
+    case REDLOCK_ETLS:
+        cli_error(o->name, "%s", why);
+        return CLI_EX_NOPERM;
+    case REDLOCK_ECONFIG:
+        cli_error(o->name, "%s", why);
+        return CLI_EX_CONFIG;
+    case REDLOCK_ECANCELED:
+        if (sig) {
+            cli_error(o->name, "%s while waiting for the lock; gave up, holding nothing",
+                      sig_name(sig));
+            return 128 + sig;
+        }
+        cli_error(o->name, "acquire: %s", why);
+        return CLI_EX_SOFTWARE;
     case REDLOCK_EINVAL:
-        cli_error(o->name, "%s", redlock_last_error());
+        cli_error(o->name, "%s", why);
         return CLI_EX_USAGE;
     default:
-        cli_error(o->name, "acquire: %s", redlock_last_error());
+        cli_error(o->name, "acquire: %s", why);
         return CLI_EX_SOFTWARE;
     }
+}
+
+/* Runs the command while the lock is held; returns the exit status. */
+static int run_command(supervisor *s, const exec_opts *o, redlock_lock *lock)
+{
+    int64_t validity_ms = 0;
+    int status, exec_errno, rc;
+
+    if (redlock_remaining_ttl(lock, &validity_ms) != REDLOCK_OK)
+        validity_ms = 0;
+    if (set_child_env(o, lock, validity_ms) != 0) {
+        cli_error("exec", "environment: %s", strerror(errno));
+        return CLI_EX_SOFTWARE;
+    }
+    fflush(NULL);
+    s->child = cli_pgroup_spawn(&s->pg, o->cmd, o->grace_ms, child_setup, &exec_errno);
+    if (o->lease_ms > 0)
+        s->lease_end_ns = cli_now_ns() + validity_ms * 1000000;
+    if (s->child < 0) {
+        cli_error("fork", "%s", strerror(errno));
+        return CLI_EX_SOFTWARE;
+    }
+    if (exec_errno) {
+        waitpid(s->child, &status, 0);
+        cli_error(o->cmd[0], "%s", strerror(exec_errno));
+        return exit_status_of(status);
+    }
+    status = supervise(s);
+    rc = status < 0 ? CLI_EX_SOFTWARE : exit_status_of(status);
+    leftovers(s);
+    if (s->lost && o->on_lost != LOST_IGNORE)
+        rc = CLI_EX_LOST;
+    return rc;
+}
+
+static int release(const exec_opts *o, cli_globals *g, redlock_lock *lock, int lost, int rc)
+{
+    int unlock_rc = redlock_unlock(lock);
+
+    if (unlock_rc == REDLOCK_ELOST) {
+        /* A loss the loop had not yet seen (the child ended first) still
+         * means the command may have run without the lock. */
+        if (!lost) {
+            cli_error(o->name, "%s", redlock_last_error());
+            if (o->on_lost != LOST_IGNORE && rc != CLI_EX_SOFTWARE)
+                rc = CLI_EX_LOST;
+        }
+    } else if (unlock_rc != REDLOCK_OK) {
+        /* The keys expire with their lease; say so rather than fail CMD's
+         * own status. */
+        cli_warn(o->name, "release: %s (the lease expires on its own)", redlock_last_error());
+    } else {
+        cli_info(g, o->name, "released");
+    }
+    return rc;
 }
 
 int cli_cmd_exec(cli_globals *g, int argc, char **argv)
 {
     exec_opts o;
     supervisor s;
-    progress prog;
+    sig_thread sigs;
+    waiter w;
     redlock_client *client = NULL;
     redlock_lock *lock = NULL;
-    sigset_t block, old_mask;
-    int64_t validity_ms = 0;
-    int rc, status, exec_errno, unlock_rc;
+    char why[512];
+    int rc, sig;
 
     if ((rc = parse_exec(g, argc, argv, &o)) != 0)
         return rc < 0 ? 0 : rc;
+    g->unavailable_timeout_ms = o.unavailable_ms;
+    memset(&s, 0, sizeof(s));
+    s.o = &o;
+    s.pg.watcher_fd = s.pg.tty = -1;
     /* The pipe exists before the client starts its watchdog thread, so
-     * that thread's on_lost callback sees it fully made. */
+     * that thread's on_lost callback sees it fully made; the signals are
+     * blocked before it too, so that thread never takes one. */
     if (pipe2(wake_pipe, O_CLOEXEC | O_NONBLOCK) != 0) {
         cli_error("exec", "pipe: %s", strerror(errno));
         return CLI_EX_SOFTWARE;
     }
+    if (sig_start(&sigs) != 0) {
+        cli_error("exec", "signal setup: %s", strerror(errno));
+        return CLI_EX_SOFTWARE;
+    }
     if ((rc = cli_client_new(g, &client)) != 0)
-        return rc;
+        goto out;
     if ((rc = cli_lock_new(g, client, o.name, o.fencing, &lock)) != 0)
         goto out;
-    memset(&s, 0, sizeof(s));
-    s.o = &o;
     redlock_lock_set_on_lost(lock, on_lost, &s.lost_reason);
 
-    /* Until the lock is held, INT/TERM/HUP keep their default action: a
-     * waiter interrupted by the user simply ends, holding nothing. */
-    progress_start(&prog, o.name);
-    rc = redlock_acquire_as(lock, redlock_thread_owner(), o.wait_ms, o.lease_ms);
-    progress_stop(&prog);
+    memset(&w, 0, sizeof(w));
+    w.client = client;
+    w.lock = lock;
+    w.n = redlock_lock_member_count(lock);
+    if (w.n > sizeof(w.failing))
+        w.n = sizeof(w.failing);
+    sig_set_client(&sigs, client);
+    progress_start(&w.prog, o.name, redlock_lock_member_count(lock));
+    rc = acquire(&w, &o, why, sizeof(why));
+    progress_stop(&w.prog);
+    sig = sig_command_starts(&sigs);
     if (rc != REDLOCK_OK) {
-        rc = acquire_status(rc, client, lock, &o);
+        rc = acquire_status(rc, sig, &o, why);
+        goto out;
+    }
+    if (sig) {
+        /* The signal came as the lock was granted: do not start. */
+        cli_error(o.name, "%s before the command started; releasing the lock", sig_name(sig));
+        rc = release(&o, g, lock, 0, 128 + sig);
         goto out;
     }
     cli_info(g, o.name, "acquired on a quorum of %d of %zu node(s)", redlock_lock_quorum(lock),
              redlock_lock_member_count(lock));
-    if (redlock_remaining_ttl(lock, &validity_ms) != REDLOCK_OK)
-        validity_ms = 0;
-
-    /* From here on the lock is released on every way out. Signals are
-     * blocked around fork() so none is lost between the two. */
-    sigemptyset(&block);
-    sigaddset(&block, SIGINT);
-    sigaddset(&block, SIGTERM);
-    sigaddset(&block, SIGHUP);
-    sigaddset(&block, SIGCHLD);
-    pthread_sigmask(SIG_BLOCK, &block, &old_mask);
-    if (install_handlers() != 0) {
-        cli_error("exec", "signal setup: %s", strerror(errno));
-        rc = CLI_EX_SOFTWARE;
-        pthread_sigmask(SIG_SETMASK, &old_mask, NULL);
-        goto release;
-    }
-    if (set_child_env(&o, lock, validity_ms) != 0) {
-        cli_error("exec", "environment: %s", strerror(errno));
-        rc = CLI_EX_SOFTWARE;
-        pthread_sigmask(SIG_SETMASK, &old_mask, NULL);
-        goto release;
-    }
-    fflush(NULL);
-    s.child = spawn(o.cmd, &old_mask, &exec_errno);
-    if (o.lease_ms > 0)
-        s.lease_end_ns = cli_now_ns() + validity_ms * 1000000;
-    pthread_sigmask(SIG_SETMASK, &old_mask, NULL);
-    if (s.child < 0) {
-        cli_error("fork", "%s", strerror(errno));
-        rc = CLI_EX_SOFTWARE;
-        goto release;
-    }
-    if (exec_errno) {
-        waitpid(s.child, &status, 0);
-        cli_error(o.cmd[0], "%s", strerror(exec_errno));
-        rc = exit_status_of(status);
-        goto release;
-    }
-    status = supervise(&s);
-    rc = status < 0 ? CLI_EX_SOFTWARE : exit_status_of(status);
-    if (s.lost && o.on_lost != LOST_IGNORE)
-        rc = CLI_EX_LOST;
-
-release:
-    unlock_rc = redlock_unlock(lock);
-    if (unlock_rc == REDLOCK_ELOST) {
-        /* A loss the loop had not yet seen (the child ended first) still
-         * means the command may have run without the lock. */
-        if (!s.lost) {
-            cli_error(o.name, "%s", redlock_last_error());
-            if (o.on_lost != LOST_IGNORE && rc != CLI_EX_SOFTWARE)
-                rc = CLI_EX_LOST;
-        }
-    } else if (unlock_rc != REDLOCK_OK) {
-        /* The keys expire with their lease; say so rather than fail CMD's
-         * own status. */
-        cli_warn(o.name, "release: %s (the lease expires on its own)", redlock_last_error());
-    } else {
-        cli_info(g, o.name, "released");
-    }
+    /* From here on the lock is released on every way out. */
+    rc = run_command(&s, &o, lock);
+    cli_pgroup_finish(&s.pg);
+    rc = release(&o, g, lock, s.lost, rc);
 out:
+    sig_stop(&sigs);
     redlock_lock_free(lock);
+    /* Frees the client, which first delivers what it still owes the
+     * nodes (an abort or release that did not get its answer in time). */
     redlock_client_free(client);
     return rc;
 }

@@ -81,7 +81,9 @@ extern "C" {
     XX(ENO_QUORUM, "no quorum of nodes answered")                              \
     XX(ECLOSED, "client is closing")                                           \
     XX(ESTALE_TOKEN, "fencing token is older than one already accepted")       \
-    XX(ERANGE, "value out of range")
+    XX(ERANGE, "value out of range")                                           \
+    XX(ECANCELED, "operation canceled")                                        \
+    XX(ECONFIG, "node refused the request for good (wrong type, bad db)")
 
 typedef enum redlock_err {
 #define REDLOCK_ERR_ENUM_(name, msg) REDLOCK_##name,
@@ -160,6 +162,22 @@ typedef struct redlock_options {
      * retry after the random delay or the holder's TTL (for comparison). */
     int disable_pubsub;
 
+    /*
+     * How long redlock_client_free() spends delivering the releases and
+     * aborts it still owes (see redlock_client_flush()); default 200 ms,
+     * negative: do not flush.
+     */
+    int flush_timeout_ms;
+    /*
+     * An acquire, even one that waits forever, ends with REDLOCK_ENO_QUORUM
+     * once no quorum of members has been reachable for this long: waiting
+     * is only ever waiting for a holder, never for a broken node list.
+     * Default 10000 ms. Permanent refusals (REDLOCK_EAUTH, REDLOCK_ETLS,
+     * REDLOCK_ECONFIG) that leave fewer than a quorum of members able to
+     * grant end the acquire at once with that code.
+     */
+    int unavailable_timeout_ms;
+
     redlock_log_fn log_fn;    /* NULL: no logging */
     void *log_userdata;
     redlock_log_level log_level; /* 0 = REDLOCK_LOG_WARN */
@@ -193,12 +211,37 @@ REDLOCK_EXTERN int redlock_client_new(redlock_client **out,
     REDLOCK_WARN_UNUSED;
 
 /*
- * Stops the background threads and closes every connection. Holds still
+ * Flushes what the client owes the nodes (see redlock_client_flush(), for
+ * at most options.flush_timeout_ms), then stops the background threads and
+ * closes every connection. Holds still
  * registered with the watchdog are not released (their keys expire after
  * the lease); release them first. Every lock made from the client must be
  * freed before or not used after. NULL is allowed.
  */
 REDLOCK_EXTERN void redlock_client_free(redlock_client *client);
+
+/*
+ * Delivers what the client still owes the nodes: releases and aborts that
+ * did not get an answer in time and are being retried in the background.
+ * Each is written once more and the call waits up to timeout_ms (>= 0) for
+ * the answers. What a silent node has not answered by then stays queued on
+ * its connection, in order, so the node still applies it when it wakes,
+ * as long as the process lives (and the kernel delivers what was written
+ * after it exits). redlock_client_free() calls this with flush_timeout_ms.
+ * Returns REDLOCK_OK when nothing is owed any more, REDLOCK_ETIMEOUT if some
+ * calls are still unanswered, REDLOCK_EINVAL. Thread-safe.
+ */
+REDLOCK_EXTERN int redlock_client_flush(redlock_client *client, int timeout_ms);
+
+/*
+ * Cancels every acquire blocked on this client, and every later one: they
+ * abort their attempt in flight (so nothing they may have been granted
+ * stays behind) and return REDLOCK_ECANCELED within about one node
+ * timeout. For shutting down, e.g. on SIGTERM: call it from a normal
+ * thread (not a signal handler), then unlock and free as usual. Unlock and
+ * flush keep working after it. Thread-safe.
+ */
+REDLOCK_EXTERN void redlock_client_cancel(redlock_client *client);
 
 /* The client id (a UUID, 36 characters); owned by the client. */
 REDLOCK_EXTERN const char *redlock_client_id(const redlock_client *client);

@@ -15,6 +15,8 @@
 #define DEFAULT_WATCHDOG_LEASE_MS 30000
 #define DEFAULT_DRIFT_FACTOR 0.01
 #define DEFAULT_RETRY_DELAY_MS 50
+#define DEFAULT_FLUSH_TIMEOUT_MS 200
+#define DEFAULT_UNAVAILABLE_TIMEOUT_MS 10000
 
 void redlock__stat_add(uint64_t *counter, uint64_t n)
 {
@@ -70,6 +72,8 @@ static int check_options(const redlock_options *o)
         return redlock__fail(REDLOCK_EINVAL, "watchdog_lease_ms must be >= 0");
     if (o->watchdog_max_hold_ms < 0)
         return redlock__fail(REDLOCK_EINVAL, "watchdog_max_hold_ms must be >= 0");
+    if (o->unavailable_timeout_ms < 0)
+        return redlock__fail(REDLOCK_EINVAL, "unavailable_timeout_ms must be >= 0");
     if (o->retry_delay_ms < 0)
         return redlock__fail(REDLOCK_EINVAL, "retry_delay_ms must be >= 0");
     if (!(o->drift_factor >= 0.0 && o->drift_factor < 0.5))
@@ -92,6 +96,9 @@ static int copy_options(redlock_client *c, const redlock_options *o)
     c->drift_factor = o->drift_factor > 0 ? o->drift_factor : DEFAULT_DRIFT_FACTOR;
     c->retry_delay_ms = o->retry_delay_ms ? o->retry_delay_ms : DEFAULT_RETRY_DELAY_MS;
     c->disable_pubsub = o->disable_pubsub;
+    c->flush_timeout_ms = o->flush_timeout_ms ? o->flush_timeout_ms : DEFAULT_FLUSH_TIMEOUT_MS;
+    c->unavailable_timeout_ms = o->unavailable_timeout_ms > 0 ? o->unavailable_timeout_ms
+                                                             : DEFAULT_UNAVAILABLE_TIMEOUT_MS;
     c->log_fn = o->log_fn;
     c->log_userdata = o->log_userdata;
     c->log_level = o->log_level ? o->log_level : REDLOCK_LOG_WARN;
@@ -247,7 +254,38 @@ int redlock__client_new_with_transport(redlock_client **out, size_t n_nodes,
 
 void redlock_client_free(redlock_client *c)
 {
+    if (c && c->flush_timeout_ms >= 0)
+        redlock_client_flush(c, c->flush_timeout_ms);
     client_destroy(c);
+}
+
+void redlock_client_cancel(redlock_client *c)
+{
+    if (!c)
+        return;
+    __atomic_store_n(&c->canceled, 1, __ATOMIC_RELEASE);
+    if (c->net.pubsub)
+        redlock__pubsub_kick(c->net.pubsub);
+}
+
+void redlock__request_id(redlock_client *c, char *out)
+{
+    uint64_t seq = __atomic_add_fetch(&c->request_seq, 1, __ATOMIC_RELAXED);
+
+    snprintf(out, 13, "%012llx", (unsigned long long)(seq & 0xffffffffffffULL));
+    redlock__rand_hex(out + 12, 10);
+}
+
+int redlock_client_flush(redlock_client *c, int timeout_ms)
+{
+    if (!c || timeout_ms < 0)
+        return redlock__fail(REDLOCK_EINVAL, "client is NULL or timeout_ms < 0");
+    return redlock__watchdog_flush(c, timeout_ms);
+}
+
+int redlock__canceled(const redlock_client *c)
+{
+    return __atomic_load_n(&c->canceled, __ATOMIC_ACQUIRE);
 }
 
 const char *redlock_client_id(const redlock_client *c)

@@ -26,6 +26,11 @@ typedef struct redlock__watchdog {
     int closing;
     struct redlock_lock *holds;     /* locks with a watchdog hold */
     redlock__pending *pending;      /* background releases */
+    /* Per node: back-off after unanswered background calls, and when the
+     * next may go (see settle_pending in watchdog.c). */
+    int backoff_ms[REDLOCK__MAX_NODES];
+    int64_t next_try_ns[REDLOCK__MAX_NODES];
+    pthread_mutex_t run_mu;         /* one tick or flush at a time */
 } redlock__watchdog;
 
 struct redlock_client {
@@ -44,6 +49,12 @@ struct redlock_client {
     double drift_factor;
     int retry_delay_ms;
     int disable_pubsub;
+    int flush_timeout_ms;           /* < 0: free does not flush */
+    int64_t unavailable_timeout_ms;
+    int canceled;                   /* redlock_client_cancel(); atomic */
+    uint64_t request_seq;           /* redlock__request_id(); atomic */
+    int64_t unavailable_since_ns;   /* no quorum reachable since; 0: it is */
+    unsigned char node_warned[REDLOCK__MAX_NODES]; /* refusal logged */
     redlock_log_fn log_fn;
     void *log_userdata;
     redlock_log_level log_level;
@@ -126,6 +137,12 @@ struct redlock_lock {
 void redlock__log(redlock_client *c, redlock_log_level level, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 void redlock__stat_add(uint64_t *counter, uint64_t n);
+/* A request id, also the generation of the hold a fresh grant makes: 12
+ * hex digits of a per-client sequence (so acquire.lua can tell a leftover
+ * of ours from a newer hold), then 20 random ones. out gets 33 bytes. */
+void redlock__request_id(redlock_client *c, char *out);
+/* Nonzero once redlock_client_cancel() was called. */
+int redlock__canceled(const redlock_client *c);
 /* The per-request timeout for a lease (see redlock_options). */
 int64_t redlock__node_timeout_ns(const redlock_client *c, int64_t lease_ms);
 void redlock__owner_field(const redlock_client *c, uint64_t owner, char *out,
@@ -166,6 +183,9 @@ typedef struct redlock__attempt_result {
     int64_t valid_until_ns;
     uint64_t token;      /* fencing token on a fresh fenced grant */
     int reentry;         /* every grant was a re-entry */
+    int permanent;       /* members refusing for good (auth, TLS, config) */
+    int permanent_err;   /* the code of one such refusal */
+    unsigned char permanent_member[REDLOCK__MAX_NODES];
     redlock__gen request_id; /* the generation of the fresh grants it made */
     /* Per member, the generation of the hold it granted or re-entered, as
      * the member reported it ("" for a hold without one), if it did. */
@@ -173,7 +193,9 @@ typedef struct redlock__attempt_result {
     unsigned char gen_reported[REDLOCK__MAX_NODES];
 } redlock__attempt_result;
 
-int redlock__attempt(redlock_lock *l, const char *field, int64_t lease_ms,
+/* reentry: the owner holds the lock through this handle; otherwise a field
+ * of the owner found on a member is a leftover to replace, never re-entered. */
+int redlock__attempt(redlock_lock *l, const char *field, int64_t lease_ms, int reentry,
                      redlock__attempt_result *res);
 /* Releases one hold on every member; drop_all drops every hold of field.
  * gens holds, per member, the generations the hold may have there (NULL:
@@ -216,6 +238,9 @@ void redlock__watchdog_settle(redlock_lock *l);
 void redlock__background_call(redlock_client *c, size_t node, int script,
                               int nkeys, int argc, const char *const *argv,
                               int64_t give_up_ns);
+/* Sends every queued background call once and waits up to timeout_ms for
+ * the answers (redlock_client_flush). */
+int redlock__watchdog_flush(redlock_client *c, int timeout_ms);
 /* Runs one watchdog tick now (tests). */
 void redlock__watchdog_tick(redlock_client *c);
 

@@ -451,6 +451,70 @@ static int64_t backoff_until(int64_t now, int64_t attempt_ns, int losses, int64_
     return until < deadline ? until : deadline;
 }
 
+/*
+ * A lease must outlast the drift plus two node timeouts: otherwise no grant
+ * can come back valid, and every attempt would be granted, aborted (its
+ * release message waking the same waiter) and tried again at once.
+ */
+static int check_lease(const redlock_client *c, int64_t lease_ms)
+{
+    int64_t drift_ms = (int64_t)((double)lease_ms * c->drift_factor) + 2;
+    int64_t floor_ms = drift_ms + 2 * redlock__node_timeout_ns(c, lease_ms) / REDLOCK__NS_PER_MS;
+
+    if (lease_ms <= floor_ms)
+        return redlock__fail(REDLOCK_EINVAL,
+                             "lease of %lld ms is too short: it must exceed the drift "
+                             "(%lld ms) plus two node timeouts (%lld ms)",
+                             (long long)lease_ms, (long long)drift_ms,
+                             (long long)(floor_ms - drift_ms));
+    return REDLOCK_OK;
+}
+
+/* Nonzero when permanent refusals (wrong password, TLS verification, wrong
+ * type, bad db) leave fewer members than a quorum that could still grant:
+ * waiting cannot fix that. A lone refusing member is reported once. */
+static int refused_for_good(redlock_lock *l, const redlock__attempt_result *res)
+{
+    redlock_client *c = l->client;
+    size_t m;
+
+    if (res->permanent == 0)
+        return 0;
+    if ((int)l->n - res->permanent < l->quorum)
+        return 1;
+    for (m = 0; m < l->n; m++) {
+        size_t node = l->members[m].node;
+
+        if (res->permanent_member[m] && node < REDLOCK__MAX_NODES &&
+            !__atomic_exchange_n(&c->node_warned[node], 1, __ATOMIC_RELAXED))
+            redlock__log(c, REDLOCK_LOG_WARN, "%s refuses the lock for good (%s); %d of %zu "
+                         "members still serve '%s'", c->nodes ? c->nodes[node].uri.display : "node",
+                         redlock_strerror(res->permanent_err), (int)l->n - res->permanent,
+                         l->n, l->members[0].name);
+    }
+    return 0;
+}
+
+/* Whether no quorum has been reachable for the client's unavailable
+ * timeout. The clock is the client's, shared by every acquire, so an
+ * acquire that waits forever still ends on a broken node list. */
+static int unavailable_too_long(redlock_client *c, int rc, int64_t now)
+{
+    int64_t since;
+
+    if (rc != REDLOCK_ENO_QUORUM) {
+        __atomic_store_n(&c->unavailable_since_ns, 0, __ATOMIC_RELAXED);
+        return 0;
+    }
+    since = __atomic_load_n(&c->unavailable_since_ns, __ATOMIC_RELAXED);
+    if (since == 0) {
+        __atomic_compare_exchange_n(&c->unavailable_since_ns, &since, now, 0,
+                                    __ATOMIC_RELAXED, __ATOMIC_RELAXED);
+        return 0;
+    }
+    return now - since >= c->unavailable_timeout_ms * REDLOCK__NS_PER_MS;
+}
+
 int redlock_acquire_as(redlock_lock *l, uint64_t owner, int64_t wait_ms, int64_t lease_ms)
 {
     redlock_client *c;
@@ -460,7 +524,8 @@ int redlock_acquire_as(redlock_lock *l, uint64_t owner, int64_t wait_ms, int64_t
     int64_t deadline, start;
     void *watch = NULL;
     uint64_t seen = 0;
-    int watchdog = lease_ms <= 0, rc, watched = 0, woken = 0, losses = 0, settle;
+    int watchdog = lease_ms <= 0, rc, watched = 0, woken = 0, losses = 0, settle, reentry;
+    int unavailable = 0;
     int64_t attempt_ns = 0;
 
     if (!l)
@@ -471,20 +536,28 @@ int redlock_acquire_as(redlock_lock *l, uint64_t owner, int64_t wait_ms, int64_t
     ops = c->tp.ops;
     if (watchdog)
         lease_ms = c->watchdog_lease_ms;
+    if ((rc = check_lease(c, lease_ms)) != REDLOCK_OK)
+        return rc;
+    if (redlock__canceled(c))
+        return redlock__fail(REDLOCK_ECANCELED, "lock '%s': the client was canceled",
+                             l->members[0].name);
     redlock__owner_field(c, owner, field, sizeof(field));
-    /* Only a tick that is cleaning up a lost hold pins a lock that is not
-     * held; a hold taken now must come after that clean-up. */
-    pthread_mutex_lock(&l->mu);
-    settle = l->state != REDLOCK__HELD;
-    pthread_mutex_unlock(&l->mu);
-    if (settle)
-        redlock__watchdog_settle(l);
+    memset(&res, 0, sizeof(res));
     start = ops->now_ns(c->tp.ctx);
     deadline = wait_ms < 0 ? INT64_MAX : start + wait_ms * REDLOCK__NS_PER_MS;
     for (;;) {
-        int64_t now, until, before = ops->now_ns(c->tp.ctx);
+        int64_t now, until, before;
 
-        rc = redlock__attempt(l, field, lease_ms, &res);
+        /* Only a tick that is cleaning up a lost hold pins a lock that is
+         * not held; a hold taken now must come after that clean-up. */
+        pthread_mutex_lock(&l->mu);
+        reentry = l->state == REDLOCK__HELD && l->owner == owner;
+        settle = l->state != REDLOCK__HELD;
+        pthread_mutex_unlock(&l->mu);
+        if (settle)
+            redlock__watchdog_settle(l);
+        before = ops->now_ns(c->tp.ctx);
+        rc = redlock__attempt(l, field, lease_ms, reentry, &res);
         attempt_ns = ops->now_ns(c->tp.ctx) - before;
         if (rc == REDLOCK_OK) {
             hold_acquired(l, owner, field, lease_ms, watchdog, &res);
@@ -495,9 +568,21 @@ int redlock_acquire_as(redlock_lock *l, uint64_t owner, int64_t wait_ms, int64_t
             redlock__stat_add(&c->stats.busy, 1);
         else if (rc == REDLOCK_ENO_QUORUM)
             redlock__stat_add(&c->stats.no_quorum, 1);
+        if (refused_for_good(l, &res)) {
+            rc = res.permanent_err;
+            break;
+        }
         if (rc != REDLOCK_EBUSY && rc != REDLOCK_ENO_QUORUM && rc != REDLOCK_ETIMEOUT)
             break;
         now = ops->now_ns(c->tp.ctx);
+        if (redlock__canceled(c)) {
+            rc = REDLOCK_ECANCELED;
+            break;
+        }
+        if (unavailable_too_long(c, rc, now)) {
+            unavailable = 1;
+            break;
+        }
         if (wait_ms == 0 || now >= deadline) {
             if (wait_ms != 0 && rc != REDLOCK_ENO_QUORUM)
                 rc = REDLOCK_ETIMEOUT;
@@ -515,12 +600,24 @@ int redlock_acquire_as(redlock_lock *l, uint64_t owner, int64_t wait_ms, int64_t
         until = next_try(c, rc, &res, now);
         if (until > deadline)
             until = deadline;
-        losses = woken && rc == REDLOCK_EBUSY && l->n > 1 ? losses + 1 : 0;
-        rc = ops->wait(c->tp.ctx, watch, &seen, until);
-        woken = rc == REDLOCK_OK;
-        if (woken && losses > 0)
+        /* A grant that came back too late to be valid backs off like a
+         * lost race: its own abort's release message would wake it. */
+        if (rc == REDLOCK_ETIMEOUT)
+            losses++;
+        else
+            losses = woken && rc == REDLOCK_EBUSY && l->n > 1 ? losses + 1 : 0;
+        if (rc == REDLOCK_ETIMEOUT) {
             rc = ops->wait(c->tp.ctx, watch, &seen,
-                           backoff_until(ops->now_ns(c->tp.ctx), attempt_ns, losses, deadline));
+                           backoff_until(now, attempt_ns, losses, deadline));
+            woken = 0;
+        } else {
+            rc = ops->wait(c->tp.ctx, watch, &seen, until);
+            woken = rc == REDLOCK_OK;
+            if (woken && losses > 0)
+                rc = ops->wait(c->tp.ctx, watch, &seen,
+                               backoff_until(ops->now_ns(c->tp.ctx), attempt_ns, losses,
+                                             deadline));
+        }
         if (rc == REDLOCK_ECLOSED)
             break;
     }
@@ -534,7 +631,21 @@ int redlock_acquire_as(redlock_lock *l, uint64_t owner, int64_t wait_ms, int64_t
     case REDLOCK_ETIMEOUT:
         return redlock__fail(rc, "lock '%s' not acquired within %lld ms", l->members[0].name,
                              (long long)wait_ms);
+    case REDLOCK_ECANCELED:
+        return redlock__fail(rc, "acquire of '%s' canceled", l->members[0].name);
+    case REDLOCK_EAUTH:
+    case REDLOCK_ETLS:
+    case REDLOCK_ECONFIG:
+        return redlock__fail(rc, "lock '%s': %d of %zu members refuse for good, quorum is %d%s%s",
+                             l->members[0].name, res.permanent, l->n, l->quorum,
+                             *first_failure(l) ? "; " : "", first_failure(l));
     case REDLOCK_ENO_QUORUM:
+        if (unavailable)
+            return redlock__fail(rc, "lock '%s': no quorum of nodes reachable for %lld ms: "
+                                 "%d of %zu members failed, quorum is %d%s%s",
+                                 l->members[0].name, (long long)c->unavailable_timeout_ms,
+                                 res.failed, l->n, l->quorum,
+                                 *first_failure(l) ? "; " : "", first_failure(l));
         /* The attempt stops as soon as Q is out of reach, so members that
          * had not answered yet are neither reachable nor failed: say what
          * is known. */

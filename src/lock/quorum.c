@@ -25,6 +25,7 @@ typedef struct acquire_ctx {
     redlock_lock *l;
     const char *field;
     const char *request_id;
+    const char *fresh_only;     /* "1": the client holds nothing (acquire.lua) */
     char lease[24];
     char latch_ms[24];
     redlock_member_report *rep;
@@ -52,6 +53,7 @@ static int fill_acquire(void *ud, size_t m, const char **argv, char **owned)
     argv[a->l->fencing ? 5 : 4] = a->field;
     argv[a->l->fencing ? 6 : 5] = a->latch_ms;
     argv[a->l->fencing ? 7 : 6] = a->request_id;
+    argv[a->l->fencing ? 8 : 7] = a->fresh_only;
     return *owned ? 0 : -1;
 }
 
@@ -63,6 +65,22 @@ static void note_failure(redlock_member_report *r, int err, const char *msg,
     redlock__copy_msg(r->message, sizeof(r->message), reply ? reply->str : msg);
 }
 
+/* Refusals that waiting cannot fix. */
+static int is_permanent(int err)
+{
+    return err == REDLOCK_EAUTH || err == REDLOCK_ETLS || err == REDLOCK_ECONFIG;
+}
+
+static answer failed_for(acquire_ctx *a, size_t m, int err)
+{
+    if (is_permanent(err) && a->res) {
+        a->res->permanent++;
+        a->res->permanent_err = err;
+        a->res->permanent_member[m] = 1;
+    }
+    return ANSWER_FAILED;
+}
+
 /* Reads one acquire reply into the member's answer. */
 static answer classify_acquire(acquire_ctx *a, size_t m, int err, const char *msg,
                                redisReply *r)
@@ -71,7 +89,7 @@ static answer classify_acquire(acquire_ctx *a, size_t m, int err, const char *ms
 
     if (err) {
         note_failure(rep, err, msg, NULL);
-        return ANSWER_FAILED;
+        return failed_for(a, m, err);
     }
     /* nil: a grant without a generation (an acquire script that reports
      * none); the hold's generation is then this request's, as if fresh. */
@@ -113,7 +131,7 @@ static answer classify_acquire(acquire_ctx *a, size_t m, int err, const char *ms
     }
     if (r->type == REDIS_REPLY_ERROR) {
         note_failure(rep, redlock__server_error_code(r->str), NULL, r);
-        return ANSWER_FAILED;
+        return failed_for(a, m, rep->err);
     }
     note_failure(rep, REDLOCK_EPROTO, "unexpected reply to acquire", NULL);
     return ANSWER_FAILED;
@@ -235,10 +253,10 @@ static int on_simple_reply(void *ud, size_t batch, size_t call, int err,
 
 /* Hands members that did not answer to the background, so the caller
  * never waits on a dead node. */
-static void defer_unanswered(redlock_lock *l, const redlock__plan *p,
-                             const unsigned char *answered, int64_t give_up_ns)
+static size_t defer_unanswered(redlock_lock *l, const redlock__plan *p,
+                               const unsigned char *answered, int64_t give_up_ns)
 {
-    size_t k;
+    size_t k, deferred = 0;
 
     for (k = 0; k < p->n; k++) {
         size_t m = p->member[k];
@@ -248,7 +266,9 @@ static void defer_unanswered(redlock_lock *l, const redlock__plan *p,
         redlock__background_call(l->client, l->members[m].node, p->calls[k].script,
                                  p->calls[k].nkeys, p->calls[k].argc, p->calls[k].argv,
                                  give_up_ns);
+        deferred++;
     }
+    return deferred;
 }
 
 static void fmt_i64(char *buf, size_t cap, int64_t v)
@@ -257,11 +277,11 @@ static void fmt_i64(char *buf, size_t cap, int64_t v)
 }
 
 /*
- * Calls to a silent node (see health.c) are sent but not waited for:
- * waiting would add a node timeout to every failed attempt and every
- * unlock while a node is down. The call goes out on the same connection as
- * the node's earlier requests, so the node runs them in order; if no answer
- * comes, the background retries it like any unanswered release. Members
+ * An abort to a silent node (see health.c) is sent but not waited for:
+ * waiting would add a node timeout to every failed attempt while a node is
+ * down. It goes out on the same connection as the acquire it undoes, so
+ * the node runs the two in order even if this process exits first; if no
+ * answer comes, the background retries it like any unanswered release. Members
  * merely not heard from when an early decision was taken are healthy as far
  * as anyone knows, and are waited for as usual, so a failed attempt leaves
  * nothing behind on them.
@@ -273,6 +293,43 @@ static void skip_waiting_for_silent(redlock_client *c, redlock__plan *p, int64_t
     for (b = 0; b < p->nb; b++)
         if (redlock__node_silent(c, p->batches[b].node))
             p->batches[b].deadline_ns = now;
+}
+
+/*
+ * A release for a silent node is not sent by the caller at all, only
+ * queued for the background, which sends one probe at a time until the
+ * node answers and then everything once: sending it here too would make
+ * the woken node run every release twice. It may now reach the node
+ * before an acquire of the same hold still waiting in another socket
+ * there; release.lua leaves a tombstone for that acquire. Moves the
+ * silent nodes' batches behind the others and returns how many batches
+ * remain to send.
+ */
+static size_t leave_silent_to_background(redlock_client *c, redlock__plan *p,
+                                         redlock_member_report *rep)
+{
+    size_t b, k, keep = p->nb;
+
+    for (b = 0; b < keep;) {
+        if (!redlock__node_silent(c, p->batches[b].node)) {
+            b++;
+            continue;
+        }
+        keep--;
+        redlock__batch tb = p->batches[b];
+        size_t ts = p->batch_start[b];
+
+        p->batches[b] = p->batches[keep];
+        p->batch_start[b] = p->batch_start[keep];
+        p->batches[keep] = tb;
+        p->batch_start[keep] = ts;
+    }
+    for (b = keep; rep && b < p->nb; b++)
+        for (k = 0; k < p->batches[b].ncalls; k++)
+            note_failure(&rep[redlock__plan_member(p, b, k)], REDLOCK_ETIMEOUT,
+                         "node silent since a request timed out; released in the background",
+                         NULL);
+    return keep;
 }
 
 /* Undoes this request on every member whose answer was not a refusal. */
@@ -355,7 +412,7 @@ out:
     return confirmed;
 }
 
-int redlock__attempt(redlock_lock *l, const char *field, int64_t lease_ms,
+int redlock__attempt(redlock_lock *l, const char *field, int64_t lease_ms, int reentry,
                      redlock__attempt_result *res)
 {
     redlock_client *c = l->client;
@@ -368,11 +425,12 @@ int redlock__attempt(redlock_lock *l, const char *field, int64_t lease_ms,
 
     memset(res, 0, sizeof(*res));
     memset(&a, 0, sizeof(a));
-    redlock__rand_hex(request_id, 16);
+    redlock__request_id(c, request_id);
     memcpy(res->request_id, request_id, sizeof(res->request_id));
     a.l = l;
     a.field = field;
     a.request_id = request_id;
+    a.fresh_only = reentry ? "0" : "1";
     a.res = res;
     a.min_pttl_ms = -1;
     fmt_i64(a.lease, sizeof(a.lease), lease_ms);
@@ -388,7 +446,7 @@ int redlock__attempt(redlock_lock *l, const char *field, int64_t lease_ms,
     t0 = ops->now_ns(c->tp.ctx);
     deadline = t0 + redlock__node_timeout_ns(c, lease_ms);
     rc = redlock__plan_build(&p, l, NULL, REDLOCK__SCRIPT_ACQUIRE, l->fencing ? 4 : 3,
-                             l->fencing ? 8 : 7, fill_acquire, &a, deadline);
+                             l->fencing ? 9 : 8, fill_acquire, &a, deadline);
     if (rc) {
         free(a.answer);
         return rc;
@@ -456,7 +514,7 @@ int redlock__release_members(redlock_lock *l, const char *field, const redlock__
     int rc;
 
     memset(&s, 0, sizeof(s));
-    redlock__rand_hex(request_id, 16);
+    redlock__request_id(c, request_id);
     s.l = l;
     s.field = field;
     s.request_id = request_id;
@@ -483,12 +541,10 @@ int redlock__release_members(redlock_lock *l, const char *field, const redlock__
         free(s.gens);
         return rc;
     }
-    skip_waiting_for_silent(c, &p, now);
     s.plan = &p;
-    redlock__fanout(c, p.batches, p.nb, on_simple_reply, &s);
-    defer_unanswered(l, &p, s.answered, give_up_ns);
-    if (s.failed)
-        redlock__stat_add(&c->stats.background_releases, (uint64_t)s.failed);
+    redlock__fanout(c, p.batches, leave_silent_to_background(c, &p, s.rep), on_simple_reply, &s);
+    redlock__stat_add(&c->stats.background_releases,
+                      defer_unanswered(l, &p, s.answered, give_up_ns));
     redlock__plan_free(&p);
     free(s.answered);
     free(s.gens);
@@ -516,7 +572,7 @@ void redlock__restore_members(redlock_lock *l, const char *field, int64_t lease_
     size_t m;
 
     memset(&a, 0, sizeof(a));
-    redlock__rand_hex(request_id, 16);
+    redlock__request_id(c, request_id);
     /* A member restored now holds a fresh grant of this request: its
      * release must carry this generation (the hold's earlier ones would be
      * refused there and leave the member held until its lease ran out). */
@@ -531,8 +587,9 @@ void redlock__restore_members(redlock_lock *l, const char *field, int64_t lease_
     a.request_id = request_id;
     fmt_i64(a.lease, sizeof(a.lease), lease_ms);
     fmt_i64(a.latch_ms, sizeof(a.latch_ms), lease_ms);
+    a.fresh_only = "0"; /* our hold lives on; only vanished members get it */
     if (redlock__plan_build(&p, l, include, REDLOCK__SCRIPT_ACQUIRE, l->fencing ? 4 : 3,
-                            l->fencing ? 8 : 7, fill_acquire, &a, deadline_ns) != REDLOCK_OK)
+                            l->fencing ? 9 : 8, fill_acquire, &a, deadline_ns) != REDLOCK_OK)
         return;
     /* The outcome is read by the next tick's renewal, never counted now. */
     redlock__fanout(c, p.batches, p.nb, on_restore_reply, NULL);

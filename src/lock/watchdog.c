@@ -17,6 +17,7 @@
 #include "resp/scripts.h"
 
 #define PENDING_RETRY_MS 100
+#define PENDING_MAX_BACKOFF_MS 3200
 #define MAX_CALL_ARGS 10
 
 struct redlock__pending {
@@ -187,6 +188,7 @@ static int collect(redlock_client *c, tick *t, int64_t now)
     redlock__watchdog *wd = &c->wd;
     redlock_lock *l;
     redlock__pending **pp;
+    unsigned char taken[REDLOCK__MAX_NODES];
     size_t n = 0;
 
     for (l = wd->holds; l; l = l->wd_next)
@@ -218,10 +220,22 @@ static int collect(redlock_client *c, tick *t, int64_t now)
             t->n_held++;
         }
     }
+    memset(taken, 0, sizeof(taken));
     for (pp = &wd->pending; *pp;) {
         redlock__pending *p = *pp;
+        /* A node that did not answer last time gets one call, a probe,
+         * until it answers: everything sent to it waits in its socket. */
+        int probe_only = wd->backoff_ms[p->node] > 0 || redlock__node_silent(c, p->node);
 
-        if (p->next_try_ns <= now) {
+        if (now >= p->give_up_ns) {
+            /* The lease could have run out there: nothing left to undo. */
+            *pp = p->next;
+            free_pending(p);
+            continue;
+        }
+        if (p->next_try_ns <= now && wd->next_try_ns[p->node] <= now &&
+            !(probe_only && taken[p->node])) {
+            taken[p->node] = 1;
             *pp = p->next;
             p->next = t->pending;
             t->pending = p;
@@ -385,26 +399,58 @@ static void tick_free(tick *t)
     free(t->pending_done);
 }
 
-static void settle_pending(redlock_client *c, tick *t, int64_t now)
+/*
+ * Puts back what was not answered and sets each node's next try: at once
+ * for a node that answered anything, otherwise after a back-off that
+ * doubles from PENDING_RETRY_MS to PENDING_MAX_BACKOFF_MS, with jitter, so
+ * a silent node gets a probe now and then instead of a storm. Returns how
+ * many calls are still owed.
+ */
+static size_t settle_pending(redlock_client *c, tick *t, int64_t now)
 {
+    redlock__watchdog *wd = &c->wd;
     redlock__pending *p = t->pending, *next;
-    size_t pi = 0;
+    unsigned char heard[REDLOCK__MAX_NODES] = {0}, tried[REDLOCK__MAX_NODES] = {0};
+    size_t pi = 0, node, left = 0;
 
-    for (; p; p = next, pi++) {
+    for (p = t->pending; p; p = p->next, pi++) {
+        tried[p->node] = 1;
+        heard[p->node] |= t->pending_done[pi];
+    }
+    pthread_mutex_lock(&wd->mu);
+    for (node = 0; node < c->n_nodes && node < REDLOCK__MAX_NODES; node++) {
+        int64_t b;
+
+        if (!tried[node])
+            continue;
+        if (heard[node]) {
+            wd->backoff_ms[node] = 0;
+            wd->next_try_ns[node] = now;
+            continue;
+        }
+        b = wd->backoff_ms[node] ? 2 * wd->backoff_ms[node] : PENDING_RETRY_MS;
+        if (b > PENDING_MAX_BACKOFF_MS)
+            b = PENDING_MAX_BACKOFF_MS;
+        wd->backoff_ms[node] = (int)b;
+        wd->next_try_ns[node] =
+            now + (b + (int64_t)redlock__rand_below((uint64_t)b / 2 + 1)) * REDLOCK__NS_PER_MS;
+    }
+    for (p = t->pending, pi = 0; p; p = next, pi++) {
         next = p->next;
         if (t->pending_done[pi] || now >= p->give_up_ns) {
             free_pending(p);
             continue;
         }
-        p->next_try_ns = now + (PENDING_RETRY_MS +
-                                (int64_t)redlock__rand_below(PENDING_RETRY_MS)) *
-                                   REDLOCK__NS_PER_MS;
-        pthread_mutex_lock(&c->wd.mu);
-        p->next = c->wd.pending;
-        c->wd.pending = p;
-        pthread_mutex_unlock(&c->wd.mu);
+        p->next = wd->pending;
+        wd->pending = p;
+        left++;
     }
+    for (p = wd->pending; p; p = p->next)
+        if (p->next_try_ns < wd->next_try_ns[p->node])
+            p->next_try_ns = wd->next_try_ns[p->node];
+    pthread_mutex_unlock(&wd->mu);
     t->pending = NULL;
+    return left;
 }
 
 /* A batch of thousands of renewals keeps a server busy for milliseconds,
@@ -440,11 +486,13 @@ void redlock__watchdog_tick(redlock_client *c)
     size_t i;
 
     memset(&t, 0, sizeof(t));
+    pthread_mutex_lock(&c->wd.run_mu);
     in_tick = 1;
     pthread_mutex_lock(&c->wd.mu);
     if (collect(c, &t, t_tick) != 0) {
         pthread_mutex_unlock(&c->wd.mu);
         in_tick = 0;
+        pthread_mutex_unlock(&c->wd.run_mu);
         return;
     }
     pthread_mutex_unlock(&c->wd.mu);
@@ -494,6 +542,40 @@ void redlock__watchdog_tick(redlock_client *c)
     pthread_mutex_unlock(&c->wd.mu);
     tick_free(&t);
     in_tick = 0;
+    pthread_mutex_unlock(&c->wd.run_mu);
+}
+
+int redlock__watchdog_flush(redlock_client *c, int timeout_ms)
+{
+    const redlock__transport_ops *ops = c->tp.ops;
+    int64_t now = ops->now_ns(c->tp.ctx);
+    size_t left;
+    tick t;
+
+    if (!c->wd.running)
+        return REDLOCK_OK;
+    memset(&t, 0, sizeof(t));
+    /* A tick has calls of the list in flight; wait for it to put them back
+     * (an on_lost callback of that tick flushing must not wait for itself). */
+    if (!in_tick)
+        pthread_mutex_lock(&c->wd.run_mu);
+    pthread_mutex_lock(&c->wd.mu);
+    t.pending = c->wd.pending;
+    c->wd.pending = NULL;
+    for (redlock__pending *p = t.pending; p; p = p->next)
+        t.n_pending++;
+    pthread_mutex_unlock(&c->wd.mu);
+    if (t.n_pending > 0 &&
+        build(c, &t, now + (int64_t)timeout_ms * REDLOCK__NS_PER_MS) == 0 && t.nb > 0)
+        redlock__fanout(c, t.batches, t.nb, on_tick_reply, &t);
+    left = t.pending ? settle_pending(c, &t, ops->now_ns(c->tp.ctx)) : 0;
+    tick_free(&t);
+    if (!in_tick)
+        pthread_mutex_unlock(&c->wd.run_mu);
+    if (left)
+        return redlock__fail(REDLOCK_ETIMEOUT, "%zu calls still unanswered after %d ms", left,
+                             timeout_ms);
+    return REDLOCK_OK;
 }
 
 /* The next moment anything is due. Called with wd->mu held. */
@@ -509,9 +591,12 @@ static int64_t next_due(redlock_client *c)
             next = l->next_renew_ns;
         pthread_mutex_unlock(&l->mu);
     }
-    for (p = c->wd.pending; p; p = p->next)
-        if (p->next_try_ns < next)
-            next = p->next_try_ns;
+    for (p = c->wd.pending; p; p = p->next) {
+        int64_t due = p->next_try_ns > c->wd.next_try_ns[p->node] ? p->next_try_ns
+                                                                   : c->wd.next_try_ns[p->node];
+        if (due < next)
+            next = due;
+    }
     return next;
 }
 
@@ -554,12 +639,14 @@ int redlock__watchdog_start(redlock_client *c)
     pthread_condattr_t ca;
 
     pthread_mutex_init(&wd->mu, NULL);
+    pthread_mutex_init(&wd->run_mu, NULL);
     pthread_condattr_init(&ca);
     pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
     pthread_cond_init(&wd->cond, &ca);
     pthread_condattr_destroy(&ca);
     if (pthread_create(&wd->thread, NULL, watchdog_main, c) != 0) {
         pthread_mutex_destroy(&wd->mu);
+        pthread_mutex_destroy(&wd->run_mu);
         pthread_cond_destroy(&wd->cond);
         return redlock__fail(REDLOCK_ENOMEM, "cannot start the watchdog thread");
     }
@@ -585,5 +672,6 @@ void redlock__watchdog_stop(redlock_client *c)
         free_pending(p);
     }
     pthread_mutex_destroy(&wd->mu);
+    pthread_mutex_destroy(&wd->run_mu);
     pthread_cond_destroy(&wd->cond);
 }

@@ -22,12 +22,23 @@
 #include <unistd.h>
 
 #include "core/error.h"
+#include "resp/scripts.h"
 #include "transport/reader.h"
 #include "transport/tls.h"
 
-/* Beyond this many abandoned replies a node is hopelessly behind; a fresh
- * connection costs less than draining them. */
-#define MAX_SKIP 256
+/* Beyond this many abandoned replies a node is hopelessly behind. Closing
+ * the connection would cost more than draining them: a frozen node runs
+ * what it already read and answers into a reset, losing the rest, so the
+ * bound only stops a node that never answers from growing this forever. */
+#define MAX_SKIP (1u << 20)
+
+/* Scripts whose calls must be applied even when nobody waits for the
+ * answer (an abort or release to a node that went silent): loaded on every
+ * connection before its first command, so a node whose cache was emptied
+ * (restart, SCRIPT FLUSH before we connected) never answers their EVALSHA
+ * with a NOSCRIPT that nobody reads. */
+static const int preloaded[] = {REDLOCK__SCRIPT_RELEASE, REDLOCK__SCRIPT_ABORT,
+                                REDLOCK__SCRIPT_FORCE_RELEASE};
 
 void redlock__conn_init(redlock__conn *c, const redlock__node *node)
 {
@@ -53,7 +64,7 @@ void redlock__conn_close(redlock__conn *c)
     redlock__buf_free(&c->out);
     redlock__buf_free(&c->held);
     c->state = REDLOCK__CONN_CLOSED;
-    c->skip = c->handshake = 0;
+    c->skip = c->handshake = c->preload = 0;
     c->tls_want_write = 0;
 }
 
@@ -98,6 +109,7 @@ static int queue_handshake(redlock__conn *c)
 {
     const redlock__node *n = c->node;
     char db[16];
+    size_t i;
 
     if (n->password) {
         const char *argv[3] = {"AUTH", n->username, n->password};
@@ -112,6 +124,22 @@ static int queue_handshake(redlock__conn *c)
         if (queue_argv(c, 2, (const char *[]){"SELECT", db}))
             return REDLOCK_ENOMEM;
         c->handshake++;
+    }
+    for (i = 0; i < sizeof(preloaded) / sizeof(preloaded[0]); i++) {
+        const redlock__script *s = &redlock__scripts[preloaded[i]];
+        const char *argv[3] = {"SCRIPT", "LOAD", s->body};
+        size_t lens[3] = {6, 4, s->len};
+        char *cmd = NULL;
+        int len = redisFormatCommandArgv(&cmd, 3, argv, lens);
+
+        if (len < 0)
+            return REDLOCK_ENOMEM;
+        if (redlock__buf_append(&c->out, cmd, (size_t)len)) {
+            redisFreeCommand(cmd);
+            return REDLOCK_ENOMEM;
+        }
+        redisFreeCommand(cmd);
+        c->preload++;
     }
     return REDLOCK_OK;
 }
@@ -453,6 +481,7 @@ int redlock__server_error_code(const char *msg)
         {"LOADING", REDLOCK_ELOADING},   {"READONLY", REDLOCK_EREADONLY},
         {"OOM", REDLOCK_EOOM},           {"NOAUTH", REDLOCK_EAUTH},
         {"WRONGPASS", REDLOCK_EAUTH},    {"NOPERM", REDLOCK_EAUTH},
+        {"WRONGTYPE", REDLOCK_ECONFIG},
     };
     size_t i;
 
@@ -488,6 +517,11 @@ int redlock__conn_next_reply(redlock__conn *c, redisReply **out)
             c->handshake--;
             if (h->type == REDIS_REPLY_ERROR) {
                 int code = redlock__server_error_code(h->str);
+
+                /* AUTH and SELECT only fail for a wrong password or a db
+                 * the server does not have: both are configuration. */
+                if (code == REDLOCK_ESERVER)
+                    code = REDLOCK_ECONFIG;
                 char msg[100];
 
                 redlock__copy_msg(msg, sizeof(msg), h->str);
@@ -504,8 +538,13 @@ int redlock__conn_next_reply(redlock__conn *c, redisReply **out)
             }
             continue;
         }
-        if (c->skip) {
-            c->skip--;
+        /* The preloads' answers carry nothing: an error (a user without
+         * SCRIPT rights) leaves EVALSHA's NOSCRIPT fallback to work. */
+        if (c->preload || c->skip) {
+            if (c->preload)
+                c->preload--;
+            else
+                c->skip--;
             freeReplyObject(r);
             continue;
         }

@@ -51,6 +51,7 @@ typedef struct redlock__conn {
     redlock__buf held;
     unsigned skip;        /* replies of abandoned requests, to discard */
     unsigned handshake;   /* AUTH/SELECT replies still expected */
+    unsigned preload;     /* SCRIPT LOAD replies still expected (conn.c) */
     char errmsg[128];     /* why the last operation failed */
 } redlock__conn;
 

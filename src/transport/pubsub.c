@@ -52,6 +52,7 @@ struct redlock__pubsub {
     pthread_t thread;
     int wake[2];             /* pipe: tells the thread to reconcile */
     int closing;
+    uint64_t kicks;          /* redlock__pubsub_kick() calls */
     size_t n_nodes;
     int connect_timeout_ms;
     channel *channels;
@@ -426,6 +427,7 @@ int redlock__pubsub_wait(redlock__pubsub *ps, redlock__watch *w, uint64_t *seen,
 {
     struct timespec ts;
     int rc = REDLOCK_ETIMEOUT;
+    uint64_t kicks;
 
     if (!ps || !w) {
         /* Without notifications a waiter just sleeps until its deadline. */
@@ -438,7 +440,10 @@ int redlock__pubsub_wait(redlock__pubsub *ps, redlock__watch *w, uint64_t *seen,
     pthread_mutex_lock(&ps->mu);
     if (*seen == 0)
         *seen = w->start_gen;
+    kicks = ps->kicks;
     for (;;) {
+        if (ps->kicks != kicks)
+            break;
         if (ps->closing) {
             rc = REDLOCK_ECLOSED;
             break;
@@ -454,6 +459,14 @@ int redlock__pubsub_wait(redlock__pubsub *ps, redlock__watch *w, uint64_t *seen,
     }
     pthread_mutex_unlock(&ps->mu);
     return rc;
+}
+
+void redlock__pubsub_kick(redlock__pubsub *ps)
+{
+    pthread_mutex_lock(&ps->mu);
+    ps->kicks++;
+    pthread_cond_broadcast(&ps->cond);
+    pthread_mutex_unlock(&ps->mu);
 }
 
 void redlock__pubsub_unwatch(redlock__pubsub *ps, redlock__watch *w)

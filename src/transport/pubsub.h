@@ -38,4 +38,8 @@ int redlock__pubsub_wait(redlock__pubsub *ps, redlock__watch *w,
 
 void redlock__pubsub_unwatch(redlock__pubsub *ps, redlock__watch *w);
 
+/* Wakes every waiter at once (they return REDLOCK_ETIMEOUT early and look
+ * again at why they wait, e.g. a cancel). */
+void redlock__pubsub_kick(redlock__pubsub *ps);
+
 #endif

@@ -64,6 +64,8 @@ missing lock NAME|status
 unknown command|frobnicate
 --timeout|--timeout 0 status x
 --watchdog-lease|--watchdog-lease 10 exec x -- true
+--unavailable-timeout|exec x --unavailable-timeout 0 -- true
+--unavailable-timeout|exec x --unavailable-timeout 1s -- true
 takes no value|--tls-insecure=yes status x
 or all|--quorum most status x
 EOF
@@ -332,6 +334,200 @@ case_demo() {
   note "demo on a running rig leaves it running and thawed"
 }
 
+# The hash fields of lock $1 on every node, one line per node.
+fields_per_node() {
+  local p
+  for p in $PORTS; do echo "$(redis-cli -p "$p" HKEYS "$1" | sort | tr '\n' ' ')"; done
+}
+
+# A command that starts `sleep 300` in the background, records "BG FG" (the
+# background sleep's pid and its own, which `exec` then makes the second
+# sleep) in $1, and waits in the foreground.
+SLEEPERS='sleep 300 & echo "$! $$" > "$1.tmp" && mv "$1.tmp" "$1"; exec sleep 300'
+
+# Waits for the sleepers' pids and adds them to the clean-up list.
+sleeper_pids() {
+  wait_file "$1" 20 || fail "the command did not start"
+  SLEEPER_PIDS=$(cat "$1")
+  BG_PIDS="$BG_PIDS $SLEEPER_PIDS"
+  for p in $SLEEPER_PIDS; do alive "$p" || fail "sleeper $p is not running"; done
+}
+
+# A signal while waiting for the lock cancels the attempt, frees the
+# client and exits 128+signal (an exit, not a death by the signal), and
+# leaves nothing of the waiter on any node.
+case_cancel() {
+  rig_up
+  "$REDLOCK" exec cancel -- sleep 30 2>"$WORK/holder.err" &
+  holder=$!
+  BG_PIDS="$holder"
+  i=0
+  while [ "$(keys_on_nodes cancel)" != 5 ]; do
+    i=$((i + 1)); [ $i -lt 200 ] || fail "the first exec did not take the lock"; sleep 0.05
+  done
+  before=$(fields_per_node cancel)
+  for sig in TERM INT HUP; do
+    rm -f "$WORK/waiter.status" "$WORK/waiter.pid"
+    track waiter "$REDLOCK" exec cancel -- touch "$WORK/ran" 2>"$WORK/waiter.err"
+    # Past the first report slice, so the wait is well under way.
+    sleep 1.5
+    alive "$TRACKED_PID" || fail "the second exec did not wait: $(cat "$WORK/waiter.err")"
+    t0=$(now_ms)
+    kill -"$sig" "$TRACKED_PID"
+    wait_tracked waiter 10 || fail "the waiting exec did not end after SIG$sig"
+    t=$(($(now_ms) - t0))
+    case $sig in TERM) want=143;; INT) want=130;; HUP) want=129;; esac
+    [ "$TRACK_STATUS" = "exit $want" ] ||
+      fail "SIG$sig while waiting: $TRACK_STATUS, expected exit $want: $(cat "$WORK/waiter.err")"
+    [ "$t" -lt 2000 ] || fail "SIG$sig while waiting: exited after $t ms"
+    [ ! -e "$WORK/ran" ] || fail "the command ran"
+    grep -q "SIG$sig while waiting" "$WORK/waiter.err" || fail "no message: $(cat "$WORK/waiter.err")"
+    [ "$(fields_per_node cancel)" = "$before" ] ||
+      fail "after SIG$sig the nodes hold $(fields_per_node cancel), before $before"
+    note "SIG$sig while waiting: exit $want after $t ms, only the holder's field left"
+  done
+  kill -TERM "$holder"
+  wait_pid "$holder" 20 || fail "the holder did not end"
+  [ "$(keys_on_nodes cancel)" = 0 ] || fail "keys left after the holder ended"
+}
+
+# redlock dies by SIGKILL: the watcher signals the command's whole group.
+case_pgroup_kill() {
+  rig_up
+  track pk "$REDLOCK" exec pk -- sh -c "$SLEEPERS" sh "$WORK/pids"
+  sleeper_pids "$WORK/pids"
+  t0=$(now_ms)
+  kill -KILL "$TRACKED_PID"
+  wait_gone "$SLEEPER_PIDS" 1000 || fail "still running 1 s after redlock was killed:$GONE_LEFT"
+  note "redlock SIGKILLed: both sleeps gone after $(($(now_ms) - t0)) ms"
+}
+
+# A lost lock signals the whole group, not only the command.
+case_pgroup_lost() {
+  rig_up
+  "$REDLOCK" --watchdog-lease 900 exec pl -- sh -c "$SLEEPERS" sh "$WORK/pids" 2>"$WORK/pl.err" &
+  pid=$!
+  BG_PIDS="$pid"
+  sleeper_pids "$WORK/pids"
+  del_everywhere pl
+  wait_pid "$pid" 20 || fail "exec did not end after the lock was lost"
+  [ "$WAIT_RC" = 76 ] || fail "exit $WAIT_RC after a lost lock, expected 76: $(cat "$WORK/pl.err")"
+  wait_gone "$SLEEPER_PIDS" 1000 || fail "still running after the lock was lost:$GONE_LEFT"
+  grep -q "process group" "$WORK/pl.err" || fail "loss message: $(cat "$WORK/pl.err")"
+  note "lost lock: exit 76, the background sleep is gone too"
+}
+
+# A signal forwarded to the command reaches its whole group; the lock is
+# released.
+case_pgroup_signal() {
+  rig_up
+  "$REDLOCK" exec ps -- sh -c "$SLEEPERS" sh "$WORK/pids" 2>"$WORK/ps.err" &
+  pid=$!
+  BG_PIDS="$pid"
+  sleeper_pids "$WORK/pids"
+  kill -TERM "$pid"
+  wait_pid "$pid" 20 || fail "exec did not end after SIGTERM"
+  [ "$WAIT_RC" = 143 ] || fail "exit $WAIT_RC after SIGTERM, expected 143: $(cat "$WORK/ps.err")"
+  wait_gone "$SLEEPER_PIDS" 1000 || fail "still running after SIGTERM:$GONE_LEFT"
+  [ "$(keys_on_nodes ps)" = 0 ] || fail "lock not released"
+  note "SIGTERM forwarded to the group: both sleeps gone, lock released"
+
+  # After a normal end, what the command left running is reported.
+  run exec ps2 -- sh -c 'sleep 300 & echo $! > "$1"' sh "$WORK/left"
+  expect_rc 0 "a command that leaves a process behind"
+  BG_PIDS="$BG_PIDS $(cat "$WORK/left")"
+  grep -q "still running, without the lock" "$WORK/err" || fail "no warning: $(cat "$WORK/err")"
+  kill "$(cat "$WORK/left")"
+}
+
+# Wrong credentials end the wait at once with 77 (EX_NOPERM).
+case_auth() {
+  rig_up --acl-user alice --acl-pass secret
+  t0=$(now_ms)
+  REDLOCK_PASSWORD=wrong run --user alice exec au -- touch "$WORK/ran"
+  t=$(($(now_ms) - t0))
+  expect_rc 77 "a wrong password"
+  [ "$t" -lt 2000 ] || fail "a wrong password took $t ms"
+  [ ! -e "$WORK/ran" ] || fail "the command ran"
+  REDLOCK_PASSWORD=secret run --user alice exec au -- true
+  expect_rc 0 "the right password"
+  note "wrong password: exit 77 after $t ms"
+}
+
+# Nothing listening: with the default infinite --wait, the wait ends with
+# 69 once no quorum was reachable for --unavailable-timeout; each node is
+# named once, not on every attempt.
+case_unavailable() {
+  local base nodes
+  base=$(free_base 3) || fail "no free ports"
+  nodes="redis://127.0.0.1:$base,redis://127.0.0.1:$((base + 1)),redis://127.0.0.1:$((base + 2))"
+  t0=$(now_ms)
+  run -n "$nodes" exec un --unavailable-timeout 1000 -- touch "$WORK/ran"
+  t=$(($(now_ms) - t0))
+  expect_rc 69 "no node listening"
+  [ "$t" -ge 900 ] && [ "$t" -lt 3000 ] || fail "gave up after $t ms (--unavailable-timeout 1000)"
+  [ ! -e "$WORK/ran" ] || fail "the command ran"
+  for p in $base $((base + 1)) $((base + 2)); do
+    [ "$(grep -c "^redlock: 127.0.0.1:$p: " "$WORK/err")" = 1 ] ||
+      fail "node $p not named exactly once: $(cat "$WORK/err")"
+  done
+  [ "$(wc -l <"$WORK/err")" = 4 ] || fail "expected 3 node lines and 1 verdict: $(cat "$WORK/err")"
+  note "nothing listening: exit 69 after $t ms, each node named once"
+}
+
+# A lock name that is a string key on every node: 78 (EX_CONFIG).
+case_wrongtype() {
+  rig_up
+  for p in $PORTS; do redis-cli -p "$p" SET wt x >/dev/null; done
+  t0=$(now_ms)
+  run exec wt -- touch "$WORK/ran"
+  t=$(($(now_ms) - t0))
+  expect_rc 78 "WRONGTYPE on every node"
+  [ "$t" -lt 2000 ] || fail "WRONGTYPE took $t ms"
+  [ ! -e "$WORK/ran" ] || fail "the command ran"
+  for p in $PORTS; do [ "$(redis-cli -p "$p" GET wt)" = x ] || fail "the string key changed on $p"; done
+  note "WRONGTYPE: exit 78 after $t ms"
+}
+
+# Two of five nodes down while the lock is busy: each is named once on
+# stderr (not per attempt), and the progress line says how many are
+# unreachable.
+case_unreachable() {
+  rig_up
+  rig_node kill 4
+  rig_node kill 5
+  "$REDLOCK" exec ur -- sleep 30 2>"$WORK/holder.err" &
+  BG_PIDS="$!"
+  i=0
+  while [ "$(keys_on_nodes_up ur)" != 3 ]; do
+    i=$((i + 1)); [ $i -lt 200 ] || fail "the first exec did not take the lock"; sleep 0.05
+  done
+  run exec ur --wait 2500 -- true
+  expect_rc 75 "busy lock with two nodes down"
+  for i in 4 5; do
+    p=$((BASE + i - 1))
+    [ "$(grep -c "^redlock: 127.0.0.1:$p: " "$WORK/err")" = 1 ] ||
+      fail "node $p not named exactly once: $(cat "$WORK/err")"
+  done
+  [ "$(wc -l <"$WORK/err")" = 3 ] || fail "expected 2 node lines and 1 verdict: $(cat "$WORK/err")"
+  run_pty "$REDLOCK" exec ur --wait 2500 -- true
+  [ "$RC" = 75 ] || fail "on a terminal: exit $RC: $(cat "$WORK/pty.out")"
+  grep -aq "waiting: 2 of 5 nodes unreachable" "$WORK/pty.out" ||
+    fail "no 'waiting: 2 of 5 nodes unreachable' on the terminal: $(tr '\r' '\n' <"$WORK/pty.out")"
+  note "two nodes down: named once each, progress line counts them"
+}
+
+# On a terminal the command gets the terminal for its process group: it
+# can read from it (not stopped by SIGTTIN), and redlock gets it back.
+case_tty() {
+  rig_up
+  PTY_DELAY=1 PTY_INPUT=$'hello\n' run_pty "$REDLOCK" exec tty -- sh -c 'read l && echo "got:$l"'
+  [ "$RC" = 0 ] || fail "interactive command: exit $RC: $(cat "$WORK/pty.out")"
+  grep -aq "got:hello" "$WORK/pty.out" || fail "the command did not read the terminal: $(cat "$WORK/pty.out")"
+  [ "$(keys_on_nodes tty)" = 0 ] || fail "lock not released"
+  note "interactive command read from the terminal"
+}
+
 # The man page documents every option the help texts list.
 case_manpage() {
   [ -f "$MAN_PAGE" ] || fail "no man page at $MAN_PAGE"
@@ -345,7 +541,7 @@ case_manpage() {
     done
   done
   [ -z "$missing" ] || fail "options missing from the man page:$missing"
-  for code in 64 69 70 75 76; do
+  for code in 64 69 70 75 76 77 78; do
     grep -q "$code" "$WORK/man.txt" || fail "exit status $code missing from the man page"
   done
   if command -v man >/dev/null; then

@@ -29,12 +29,13 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 
-# Starts a five-node rig and exports REDLOCK_NODES for it.
+# Starts a five-node rig and exports REDLOCK_NODES for it. Arguments are
+# passed on to `rig start` (e.g. --acl-user NAME --acl-pass PASS).
 rig_up() {
   local attempt
   for attempt in 1 2 3; do
     BASE=$(free_base 5) || fail "no free ports"
-    if "$RIG" start --nodes 5 --base-port "$BASE" --dir "$RIG_DIR" >/dev/null; then
+    if "$RIG" start --nodes 5 --base-port "$BASE" --dir "$RIG_DIR" "$@" >/dev/null; then
       PORTS="$BASE $((BASE + 1)) $((BASE + 2)) $((BASE + 3)) $((BASE + 4))"
       REDLOCK_NODES=""
       for p in $PORTS; do REDLOCK_NODES="$REDLOCK_NODES${REDLOCK_NODES:+,}redis://127.0.0.1:$p"; done
@@ -55,6 +56,15 @@ keys_on_nodes() {
   local n=0 p
   for p in $PORTS; do
     [ "$(redis-cli -p "$p" EXISTS "$1")" = 1 ] && n=$((n + 1))
+  done
+  echo "$n"
+}
+
+# How many of the nodes that are up store KEY.
+keys_on_nodes_up() {
+  local n=0 p
+  for p in $PORTS; do
+    [ "$(redis-cli -p "$p" EXISTS "$1" 2>/dev/null)" = 1 ] && n=$((n + 1))
   done
   echo "$n"
 }
@@ -126,4 +136,95 @@ expect_one_error_line() {
 # The held_by_quorum field of `status --json NAME`.
 held_by_quorum() {
   "$REDLOCK" status --json "$1" | python3 -c 'import json,sys; print(json.load(sys.stdin)["held_by_quorum"])'
+}
+
+# Whether process $1 exists and is not a zombie (a zombie is dead: it only
+# waits for its parent, or init, to collect its status).
+alive() {
+  local state
+  state=$(awk '/^State:/ {print $2}' "/proc/$1/status" 2>/dev/null) || return 1
+  [ -n "$state" ] && [ "$state" != Z ]
+}
+
+# Waits up to $2 ms for every pid in $1 (a space-separated list) to be gone.
+wait_gone() {
+  local end=$(($(now_ms) + $2)) p left
+  while :; do
+    left=""
+    for p in $1; do alive "$p" && left="$left $p"; done
+    [ -z "$left" ] && return 0
+    [ "$(now_ms)" -lt "$end" ] || { GONE_LEFT=$left; return 1; }
+    sleep 0.02
+  done
+}
+
+# Starts "$@" in the background under a small python parent that records
+# how it ended in $WORK/$tag.status, "exit N" or "signal N": bash's $?
+# cannot tell "exited 143" from "killed by SIGTERM". Sets TRACKED_PID (the
+# command) and TRACKER_PID (the parent); both are killed on exit. SIGINT is
+# reset to its default, which background jobs of a script ignore.
+track() {
+  local tag=$1
+  shift
+  python3 -c '
+import os, signal, sys
+base = sys.argv[1]
+pid = os.fork()
+if pid == 0:
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+    os.execvp(sys.argv[2], sys.argv[2:])
+with open(base + ".pid.tmp", "w") as f:
+    f.write(str(pid))
+os.rename(base + ".pid.tmp", base + ".pid")
+_, st = os.waitpid(pid, 0)
+with open(base + ".status.tmp", "w") as f:
+    f.write("exit %d" % os.WEXITSTATUS(st) if os.WIFEXITED(st) else "signal %d" % os.WTERMSIG(st))
+os.rename(base + ".status.tmp", base + ".status")
+' "$WORK/$tag" "$@" &
+  TRACKER_PID=$!
+  BG_PIDS="$BG_PIDS $TRACKER_PID"
+  wait_file "$WORK/$tag.pid" 10 || fail "could not start $1"
+  TRACKED_PID=$(cat "$WORK/$tag.pid")
+  BG_PIDS="$BG_PIDS $TRACKED_PID"
+}
+
+# Waits up to $2 seconds for the tracked command $1 to end; its status
+# ("exit N" / "signal N") goes to TRACK_STATUS.
+wait_tracked() {
+  wait_file "$WORK/$1.status" "$2" || return 1
+  TRACK_STATUS=$(cat "$WORK/$1.status")
+}
+
+# Runs "$@" on a pseudo-terminal (stdin, stdout and stderr; the command
+# leads the terminal's foreground process group, as a job of an
+# interactive shell does). Writes what it printed to $WORK/pty.out and
+# sets RC. $PTY_INPUT, if set, is typed after $PTY_DELAY seconds.
+run_pty() {
+  RC=0
+  python3 -c '
+import os, pty, select, sys, time
+out_path, delay, typed = sys.argv[1], float(sys.argv[2]), sys.argv[3].encode()
+pid, fd = pty.fork()
+if pid == 0:
+    os.execvp(sys.argv[4], sys.argv[4:])
+out, start, end = b"", time.monotonic(), time.monotonic() + 60
+while time.monotonic() < end:
+    if typed and time.monotonic() - start >= delay:
+        os.write(fd, typed)
+        typed = b""
+    r, _, _ = select.select([fd], [], [], 0.1)
+    if r:
+        try:
+            data = os.read(fd, 4096)
+        except OSError:
+            break
+        if not data:
+            break
+        out += data
+else:
+    os.kill(pid, 9)
+_, st = os.waitpid(pid, 0)
+open(out_path, "wb").write(out)
+sys.exit(os.WEXITSTATUS(st) if os.WIFEXITED(st) else 128 + os.WTERMSIG(st))
+' "$WORK/pty.out" "${PTY_DELAY:-0}" "${PTY_INPUT:-}" "$@" || RC=$?
 }

@@ -797,8 +797,10 @@ START_TEST(test_hostile_auth_reply)
     ck_assert_int_eq(redlock_lock_new(c, "hostile:auth", NULL, &l), REDLOCK_OK);
     plant_stale_message();
     TIMED(rc = redlock_try_lock(l), took);
-    ck_assert_msg(rc == REDLOCK_ENO_QUORUM, "%s: try_lock: %s", mode_names[m],
-                  redlock_err_name(rc));
+    /* A refused password ends the acquire with its own code; the other
+     * answers might pass on a retry, so they are "no quorum". */
+    ck_assert_msg(rc == (m == H_WRONGPASS || m == H_NOAUTH ? REDLOCK_EAUTH : REDLOCK_ENO_QUORUM),
+                  "%s: try_lock: %s", mode_names[m], redlock_err_name(rc));
     check_message("try_lock", rc);
     CHECK_BOUND("try_lock", took, CALL_BOUND_MS);
     ck_assert_uint_ge(load_ul(&h->auth), 1);

@@ -114,7 +114,7 @@ static void assert_redisson_only(const char *name)
  * production latencies; on a loaded shared test machine it would turn a
  * slow reply into a spurious failure in cases that test something else.
  * Cases about timeouts set their own. */
-#define TEST_NODE_TIMEOUT_MS 500
+#define TEST_NODE_TIMEOUT_MS 400
 
 static redlock_client *client_opts(const char *uri, const redlock_options *opts)
 {
@@ -1224,6 +1224,7 @@ START_TEST(test_watchdog_max_hold)
     memset(&o, 0, sizeof(o));
     o.watchdog_lease_ms = 600;
     o.watchdog_max_hold_ms = 1500;
+    o.node_timeout_ms = 200; /* the lease must exceed two node timeouts */
     c = client_opts(rig_plain_uri(0), &o);
     memset(&probe, 0, sizeof(probe));
     rig_unique_name(name, sizeof(name), "lock", "cap");

@@ -512,9 +512,10 @@ static void run_acquire(sx *s)
     const char *name = key_at(s, 1), *latch = key_at(s, 2), *gen_key = key_at(s, 3);
     const char *lease = arg_at(s, 1), *owner = arg_at(s, 2), *latch_ms = arg_at(s, 3);
     const char *request = arg_at(s, 4);
+    int fresh_only = strcmp(arg_at(s, 5), "1") == 0;
     const char *first, *gen;
     fentry *e;
-    int fenced = s->nkeys >= 4, fresh;
+    int fenced = s->nkeys >= 4, fresh, mine;
     char buf[96];
 
     if (s->bad)
@@ -535,7 +536,22 @@ static void run_acquire(sx *s)
     }
     e = get_hash(s, name);
     fresh = e == NULL;
-    if (fresh || hfield(e, owner)) {
+    mine = !fresh && hfield(e, owner) != NULL;
+    if (mine && fresh_only) {
+        /* Not a re-entry: an older generation is a leftover to replace, a
+         * newer one makes this request the late copy (acquire.lua). */
+        gen = gen_of(s, gen_key, owner);
+        if (gen && strlen(gen) == 32 && strncmp(gen, request, 12) > 0) {
+            set_string(s->f, s->nd, latch, "x", atoll(latch_ms));
+            rb_int(s->out, -3);
+            return;
+        }
+        hdel(s->f, s->nd, e, owner);
+        e = get_hash(s, name);
+        fresh = e == NULL;
+        mine = 0;
+    }
+    if (fresh || mine) {
         unsigned long long token = 0;
 
         hincrby(s, name, owner, 1);
@@ -589,6 +605,31 @@ static void run_renew(sx *s)
     }
 }
 
+/* release.lua: the acquire latch of each listed generation, still absent,
+ * gets the cancel mark, so a late copy of that acquire cannot grant. */
+static void tombstone_listed(sx *s, const char *latch, const char *list, const char *lease)
+{
+    size_t prefix = strlen(latch) >= 32 ? strlen(latch) - 32 : 0;
+    const char *p = list;
+    char key[512];
+
+    while (*p) {
+        const char *end = strchr(p, ',');
+        size_t len = end ? (size_t)(end - p) : strlen(p);
+
+        if (len > 0 && prefix + len < sizeof(key)) {
+            memcpy(key, latch, prefix);
+            memcpy(key + prefix, p, len);
+            key[prefix + len] = '\0';
+            if (!get_str(s, key))
+                set_string(s->f, s->nd, key, "x", atoll(lease));
+        }
+        if (!end)
+            break;
+        p = end + 1;
+    }
+}
+
 static void run_release(sx *s)
 {
     const char *name = key_at(s, 1), *channel = key_at(s, 2), *latch = key_at(s, 3);
@@ -611,6 +652,7 @@ static void run_release(sx *s)
     }
     e = get_hash(s, name);
     if (!hfield(e, owner)) {
+        tombstone_listed(s, latch, generation, lease);
         rb_nil(s->out);
         return;
     }
@@ -648,7 +690,8 @@ static void run_abort(sx *s)
     const char *name = key_at(s, 1), *channel = key_at(s, 2), *latch = key_at(s, 3);
     const char *gen_key = key_at(s, 4);
     const char *lease = arg_at(s, 2), *owner = arg_at(s, 3), *latch_ms = arg_at(s, 4);
-    const char *first;
+    const char *first, *gen;
+    char granted_gen[64] = "";
     int granted;
     fentry *e;
 
@@ -657,9 +700,21 @@ static void run_abort(sx *s)
         return;
     first = get_str(s, latch);
     granted = first && first[0] == 'g';
+    if (granted) {
+        /* The generation the grant had, before the latch is overwritten. */
+        const char *colon = strchr(first, ':');
+
+        snprintf(granted_gen, sizeof(granted_gen), "%s", colon ? colon + 1 : "");
+    }
     set_string(s->f, s->nd, latch, "x", atoll(latch_ms));
     e = get_hash(s, name);
     if (!granted || !hfield(e, owner)) {
+        rb_int(s->out, 0);
+        return;
+    }
+    gen = gen_of(s, gen_key, owner);
+    if (granted_gen[0] && gen && strcmp(gen, granted_gen) != 0) {
+        /* The hold was replaced by a later fresh acquire. */
         rb_int(s->out, 0);
         return;
     }

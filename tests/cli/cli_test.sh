@@ -489,32 +489,47 @@ case_wrongtype() {
   note "WRONGTYPE: exit 78 after $t ms"
 }
 
-# Two of five nodes down while the lock is busy: each is named once on
-# stderr (not per attempt), and the progress line says how many are
-# unreachable.
+# Three of five nodes down: each is named once on stderr (not on every
+# attempt), and the progress line says how many are unreachable.
 case_unreachable() {
   rig_up
-  rig_node kill 4
-  rig_node kill 5
-  "$REDLOCK" exec ur -- sleep 30 2>"$WORK/holder.err" &
-  BG_PIDS="$!"
-  i=0
-  while [ "$(keys_on_nodes_up ur)" != 3 ]; do
-    i=$((i + 1)); [ $i -lt 200 ] || fail "the first exec did not take the lock"; sleep 0.05
-  done
-  run exec ur --wait 2500 -- true
-  expect_rc 75 "busy lock with two nodes down"
-  for i in 4 5; do
+  for i in 3 4 5; do rig_node kill $i; done
+  run exec ur --wait 2500 -- touch "$WORK/ran"
+  expect_rc 69 "three of five nodes down"
+  for i in 3 4 5; do
     p=$((BASE + i - 1))
     [ "$(grep -c "^redlock: 127.0.0.1:$p: " "$WORK/err")" = 1 ] ||
       fail "node $p not named exactly once: $(cat "$WORK/err")"
   done
-  [ "$(wc -l <"$WORK/err")" = 3 ] || fail "expected 2 node lines and 1 verdict: $(cat "$WORK/err")"
-  run_pty "$REDLOCK" exec ur --wait 2500 -- true
-  [ "$RC" = 75 ] || fail "on a terminal: exit $RC: $(cat "$WORK/pty.out")"
-  grep -aq "waiting: 2 of 5 nodes unreachable" "$WORK/pty.out" ||
-    fail "no 'waiting: 2 of 5 nodes unreachable' on the terminal: $(tr '\r' '\n' <"$WORK/pty.out")"
-  note "two nodes down: named once each, progress line counts them"
+  [ "$(wc -l <"$WORK/err")" = 4 ] || fail "expected 3 node lines and 1 verdict: $(cat "$WORK/err")"
+  run_pty "$REDLOCK" exec ur --wait 2500 -- touch "$WORK/ran"
+  [ "$RC" = 69 ] || fail "on a terminal: exit $RC: $(cat "$WORK/pty.out")"
+  grep -aq "waiting: 3 of 5 nodes unreachable" "$WORK/pty.out" ||
+    fail "no 'waiting: 3 of 5 nodes unreachable' on the terminal: $(tr '\r' '\n' <"$WORK/pty.out")"
+  [ ! -e "$WORK/ran" ] || fail "the command ran"
+  note "three nodes down: named once each, the progress line counts them"
+}
+
+# One of five nodes down while another client holds the lock: a quorum is
+# reachable, so this is waiting for a holder, and --unavailable-timeout
+# must not end it; --wait does, with 75.
+case_unreachable_busy() {
+  rig_up
+  rig_node kill 5
+  "$REDLOCK" exec ub -- sleep 30 2>"$WORK/holder.err" &
+  BG_PIDS="$!"
+  i=0
+  while [ "$(keys_on_nodes_up ub)" != 4 ]; do
+    i=$((i + 1)); [ $i -lt 200 ] || fail "the first exec did not take the lock"; sleep 0.05
+  done
+  t0=$(now_ms)
+  run exec ub --wait 3000 --unavailable-timeout 1000 -- touch "$WORK/ran"
+  t=$(($(now_ms) - t0))
+  expect_rc 75 "busy lock, one node down"
+  [ "$t" -ge 2900 ] || fail "gave up after $t ms, before --wait 3000"
+  [ "$(grep -c "^redlock: 127.0.0.1:$((BASE + 4)): " "$WORK/err")" = 1 ] ||
+    fail "the node that is down is not named exactly once: $(cat "$WORK/err")"
+  note "busy lock, one node down: exit 75 after $t ms"
 }
 
 # On a terminal the command gets the terminal for its process group: it

@@ -9,8 +9,9 @@ fail() {
 
 note() { echo "--- $*"; }
 
+CLI_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 # shellcheck source=../fixture/ports.sh
-. "$(dirname "${BASH_SOURCE[0]}")/../fixture/ports.sh"
+. "$CLI_DIR/../fixture/ports.sh"
 
 # Test-private state: a temp dir, removed with the rig on exit.
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/redlock-cli-test.XXXXXX")
@@ -158,31 +159,14 @@ wait_gone() {
   done
 }
 
-# Starts "$@" in the background under a small python parent that records
-# how it ended in $WORK/$tag.status, "exit N" or "signal N": bash's $?
-# cannot tell "exited 143" from "killed by SIGTERM". Sets TRACKED_PID (the
-# command) and TRACKER_PID (the parent); both are killed on exit. SIGINT is
-# reset to its default, which background jobs of a script ignore.
+# Starts "$@" in the background under track.py, which records how it
+# ended in $WORK/$tag.status ("exit N" or "signal N"). Sets TRACKED_PID
+# (the command); the command and track.py are killed on exit.
 track() {
   local tag=$1
   shift
-  python3 -c '
-import os, signal, sys
-base = sys.argv[1]
-pid = os.fork()
-if pid == 0:
-    signal.signal(signal.SIGINT, signal.SIG_DFL)
-    os.execvp(sys.argv[2], sys.argv[2:])
-with open(base + ".pid.tmp", "w") as f:
-    f.write(str(pid))
-os.rename(base + ".pid.tmp", base + ".pid")
-_, st = os.waitpid(pid, 0)
-with open(base + ".status.tmp", "w") as f:
-    f.write("exit %d" % os.WEXITSTATUS(st) if os.WIFEXITED(st) else "signal %d" % os.WTERMSIG(st))
-os.rename(base + ".status.tmp", base + ".status")
-' "$WORK/$tag" "$@" &
-  TRACKER_PID=$!
-  BG_PIDS="$BG_PIDS $TRACKER_PID"
+  python3 "$CLI_DIR/track.py" "$WORK/$tag" "$@" &
+  BG_PIDS="$BG_PIDS $!"
   wait_file "$WORK/$tag.pid" 10 || fail "could not start $1"
   TRACKED_PID=$(cat "$WORK/$tag.pid")
   BG_PIDS="$BG_PIDS $TRACKED_PID"
@@ -195,36 +179,10 @@ wait_tracked() {
   TRACK_STATUS=$(cat "$WORK/$1.status")
 }
 
-# Runs "$@" on a pseudo-terminal (stdin, stdout and stderr; the command
-# leads the terminal's foreground process group, as a job of an
-# interactive shell does). Writes what it printed to $WORK/pty.out and
-# sets RC. $PTY_INPUT, if set, is typed after $PTY_DELAY seconds.
+# Runs "$@" on a pseudo-terminal (see pty_run.py): its output goes to
+# $WORK/pty.out, its status to RC. $PTY_INPUT, if set, is typed after
+# $PTY_DELAY seconds.
 run_pty() {
   RC=0
-  python3 -c '
-import os, pty, select, sys, time
-out_path, delay, typed = sys.argv[1], float(sys.argv[2]), sys.argv[3].encode()
-pid, fd = pty.fork()
-if pid == 0:
-    os.execvp(sys.argv[4], sys.argv[4:])
-out, start, end = b"", time.monotonic(), time.monotonic() + 60
-while time.monotonic() < end:
-    if typed and time.monotonic() - start >= delay:
-        os.write(fd, typed)
-        typed = b""
-    r, _, _ = select.select([fd], [], [], 0.1)
-    if r:
-        try:
-            data = os.read(fd, 4096)
-        except OSError:
-            break
-        if not data:
-            break
-        out += data
-else:
-    os.kill(pid, 9)
-_, st = os.waitpid(pid, 0)
-open(out_path, "wb").write(out)
-sys.exit(os.WEXITSTATUS(st) if os.WIFEXITED(st) else 128 + os.WTERMSIG(st))
-' "$WORK/pty.out" "${PTY_DELAY:-0}" "${PTY_INPUT:-}" "$@" || RC=$?
+  python3 "$CLI_DIR/pty_run.py" "$WORK/pty.out" "${PTY_DELAY:-0}" "${PTY_INPUT:-}" "$@" || RC=$?
 }

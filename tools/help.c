@@ -37,16 +37,23 @@ static const char overview[] =
     "\n"
     "Exit status: the command's own for exec; 64 usage error, 69 no quorum of\n"
     "nodes reachable, 70 internal error, 75 lock not acquired in time, 76 lock\n"
-    "lost while the command ran. See redlock(1).\n";
+    "lost while the command ran, 77 credentials refused (AUTH, TLS), 78 a node\n"
+    "refuses the lock for good (WRONGTYPE, bad db), 128+N signal N while\n"
+    "waiting. See redlock(1).\n";
 
 static const char exec_help[] =
     "usage: redlock [GLOBAL OPTIONS] exec NAME [OPTIONS] [--] CMD [ARG...]\n"
     "\n"
     "Acquires the lock NAME, runs CMD while holding it and releases it when CMD\n"
     "exits. CMD sees REDLOCK_NAME, REDLOCK_VALIDITY_MS and, with --fencing,\n"
-    "REDLOCK_TOKEN in its environment.\n"
+    "REDLOCK_TOKEN in its environment. CMD runs in a process group of its own;\n"
+    "a lost lock, a forwarded signal and the death of redlock (even by SIGKILL)\n"
+    "signal the whole group. INT/TERM/HUP while waiting end the wait (128+N).\n"
     "\n"
     "  --wait MS                  give up after MS (0: one attempt; default: forever)\n"
+    "  --unavailable-timeout MS   give up (69) once no quorum of nodes has been\n"
+    "                             reachable for MS, even with no --wait (default\n"
+    "                             10000)\n"
     "  --lease MS                 fixed lease, not renewed; CMD is treated as having\n"
     "                             lost the lock when it runs past the lease\n"
     "                             (default: a watchdog lease, renewed while CMD runs)\n"
@@ -57,8 +64,10 @@ static const char exec_help[] =
     "  --fencing                  obtain a fencing token (REDLOCK_TOKEN)\n"
     "\n"
     "Exit status: CMD's own (128+N if it died of signal N); 75 not acquired in\n"
-    "time; 69 no quorum of nodes reachable; 76 lock lost while CMD ran;\n"
-    "64 usage error; 70 internal error; 126/127 CMD could not be run.\n";
+    "time; 69 no quorum of nodes reachable; 76 lock lost while CMD ran; 77\n"
+    "credentials refused (AUTH, TLS); 78 a node refuses the lock for good\n"
+    "(WRONGTYPE, bad db); 128+N signal N while waiting; 64 usage error; 70\n"
+    "internal error; 126/127 CMD could not be run.\n";
 
 static const char status_help[] =
     "usage: redlock [GLOBAL OPTIONS] status NAME [--json]\n"

@@ -293,10 +293,14 @@ typedef void (*redlock_on_lost_fn)(void *userdata, redlock_lock *lock,
 /*
  * A lock named `name` on every node of the client (RedLock over all nodes,
  * or the single-node lock when the client has one node). Names must be
- * 1..65536 bytes. opts may be NULL. The lock keeps a reference to client,
+ * 1..65536 bytes and must not start with "redlock_gen:{", "redlock_latch:{"
+ * or "redisson_lock_token:{": every key the library derives from a name
+ * (the hold's generations, request latches, the fencing token) starts with
+ * one of those, so refusing them as names means no lock can ever reach
+ * another lock's keys. opts may be NULL. The lock keeps a reference to client,
  * which must outlive it. Free with redlock_lock_free().
- * Returns REDLOCK_OK, REDLOCK_EINVAL (name empty or too long, bad quorum)
- * or REDLOCK_ENOMEM.
+ * Returns REDLOCK_OK, REDLOCK_EINVAL (name empty, too long or reserved, bad
+ * quorum) or REDLOCK_ENOMEM.
  */
 REDLOCK_EXTERN int redlock_lock_new(redlock_client *client, const char *name,
                                     const redlock_lock_options *opts,

@@ -126,8 +126,10 @@ static int setup_nodes(redlock_client *c, const char *const *uris, const redlock
         if (!uris[i])
             return redlock__fail(REDLOCK_EURI, "node %zu: empty URI", i);
         rc = redlock__uri_parse(uris[i], &n->uri, err, sizeof(err));
+        /* Never the URI itself: its user info holds the password. The
+         * parser's reason quotes only what follows it. */
         if (rc == REDLOCK_EURI)
-            return redlock__fail(rc, "node %zu (%s): %s", i, uris[i], err);
+            return redlock__fail(rc, "node %zu: %s", i, err);
         if (rc)
             return redlock__fail(rc, "out of memory");
         /* Options override what the URI says, so one set of credentials

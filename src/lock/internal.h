@@ -160,6 +160,8 @@ typedef enum redlock__key_kind {
     REDLOCK__KEY_GEN               /* "redlock_gen:{NAME}" */
 } redlock__key_kind;
 const char *redlock__key(const redlock__lock_member *m, redlock__key_kind kind);
+/* The reserved prefix name starts with (no lock name may), or NULL. */
+const char *redlock__reserved_prefix(const char *name);
 redlock_member_report *redlock__report_begin(redlock_lock *l);
 /* A generation as the scripts write it: exactly REDLOCK__GEN_LEN lowercase
  * hex digits (a request id). */

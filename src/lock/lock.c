@@ -72,8 +72,27 @@ static void share_keys(redlock__lock_member *m, const redlock__lock_member *from
     m->owns_keys = 0;
 }
 
+/*
+ * Every key derived from a lock name starts with one of these prefixes, and
+ * no lock name may: so no lock can be (or overwrite) another lock's
+ * companion key, whatever its name. The release channel is not a key and
+ * is Redisson's, so it is not reserved.
+ */
+static const char *const reserved_prefixes[] = {LATCH_PREFIX, TOKEN_PREFIX, GEN_PREFIX};
+
+const char *redlock__reserved_prefix(const char *name)
+{
+    size_t i;
+
+    for (i = 0; i < sizeof(reserved_prefixes) / sizeof(reserved_prefixes[0]); i++)
+        if (strncmp(name, reserved_prefixes[i], strlen(reserved_prefixes[i])) == 0)
+            return reserved_prefixes[i];
+    return NULL;
+}
+
 static int check_name(const char *name)
 {
+    const char *prefix;
     size_t len;
 
     if (!name || !*name)
@@ -82,6 +101,10 @@ static int check_name(const char *name)
     if (len > REDLOCK__MAX_NAME)
         return redlock__fail(REDLOCK_EINVAL, "lock name longer than %d bytes",
                              REDLOCK__MAX_NAME);
+    if ((prefix = redlock__reserved_prefix(name)) != NULL)
+        return redlock__fail(REDLOCK_EINVAL,
+                             "lock names may not start with '%s': the library keeps "
+                             "each lock's own keys under that prefix", prefix);
     return REDLOCK_OK;
 }
 

@@ -494,6 +494,25 @@ case_wrongtype() {
 case_unreachable() {
   rig_up
   for i in 3 4 5; do rig_node kill $i; done
+  # While an endless wait goes on (until the default 10 s unavailable
+  # timeout), not only when it ends.
+  track ur "$REDLOCK" exec ur -- touch "$WORK/ran" 2>"$WORK/ur.err"
+  i=0
+  while [ "$(grep -c '^redlock: 127.0.0.1:' "$WORK/ur.err")" -lt 3 ]; do
+    i=$((i + 1)); [ $i -lt 100 ] || fail "nodes not named while waiting: $(cat "$WORK/ur.err")"
+    sleep 0.05
+  done
+  sleep 2
+  alive "$TRACKED_PID" || fail "the endless wait ended: $(cat "$WORK/ur.err")"
+  for i in 3 4 5; do
+    p=$((BASE + i - 1))
+    [ "$(grep -c "^redlock: 127.0.0.1:$p: " "$WORK/ur.err")" = 1 ] ||
+      fail "node $p not named exactly once while waiting: $(cat "$WORK/ur.err")"
+  done
+  [ "$(wc -l <"$WORK/ur.err")" = 3 ] || fail "more than the three nodes: $(cat "$WORK/ur.err")"
+  kill -TERM "$TRACKED_PID"
+  wait_tracked ur 10 || fail "the waiting exec did not end after SIGTERM"
+  [ "$TRACK_STATUS" = "exit 143" ] || fail "SIGTERM while waiting: $TRACK_STATUS"
   run exec ur --wait 2500 -- touch "$WORK/ran"
   expect_rc 69 "three of five nodes down"
   for i in 3 4 5; do

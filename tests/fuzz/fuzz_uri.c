@@ -88,11 +88,34 @@ static size_t count_in(const char *hay, const char *needle)
     return n;
 }
 
-static void check_no_secret_echo(const char *uri, const char *msg)
+/* The message of a failed parse, from the parser or (client) from
+ * redlock_client_new(), which must not add the URI to it. */
+static int failure_message(const char *uri, int client, char *msg, size_t cap)
+{
+    redlock__node_uri v;
+    redlock_client *c = NULL;
+    int rc;
+
+    if (!client) {
+        memset(&v, 0, sizeof(v));
+        rc = redlock__uri_parse(uri, &v, msg, cap);
+        if (rc == REDLOCK_OK)
+            redlock__uri_clear(&v);
+        return rc;
+    }
+    rc = redlock_client_new(&c, &uri, 1, NULL);
+    if (rc == REDLOCK_OK) {
+        redlock_client_free(c);
+        return rc;
+    }
+    snprintf(msg, cap, "%s", redlock_last_error());
+    return rc;
+}
+
+static void check_no_secret_echo(const char *uri, const char *msg, int client)
 {
     const char *scheme_end = strstr(uri, "://"), *at = strrchr(uri, '@');
-    char secret[MAX_INPUT + 1], masked[MAX_INPUT + 1], msg2[128];
-    redlock__node_uri v;
+    char secret[MAX_INPUT + 1], masked[MAX_INPUT + 1], msg2[600];
     size_t n, i, from;
 
     /* unix:// has no user info: its path is literal, '@' included. */
@@ -113,18 +136,17 @@ static void check_no_secret_echo(const char *uri, const char *msg)
         if (masked[i] != ':' && masked[i] != '@')
             masked[i] = 'Z';
     }
-    memset(&v, 0, sizeof(v));
-    if (redlock__uri_parse(masked, &v, msg2, sizeof(msg2)) == REDLOCK_OK) {
-        redlock__uri_clear(&v);
+    if (failure_message(masked, client, msg2, sizeof(msg2)) == REDLOCK_OK)
         return; /* a different outcome: nothing to compare */
-    }
     require(count_in(msg, secret) <= count_in(msg2, secret),
-            "error message quotes the user info", uri);
+            client ? "redlock_client_new's message quotes the user info"
+                   : "error message quotes the user info",
+            uri);
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-    char *uri, err[128];
+    char *uri, err[128], msg[600];
     redlock__node_uri u;
     int rc;
 
@@ -149,7 +171,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         require(memchr(err, '\0', sizeof(err)) != NULL, "unterminated message", uri);
         require(err[0] != '\0', "failure without a message", uri);
         require(is_empty(&u), "failure left a partial result", uri);
-        check_no_secret_echo(uri, err);
+        check_no_secret_echo(uri, err, 0);
+        /* The same URI through the public constructor (no threads start:
+         * it fails before). */
+        if (failure_message(uri, 1, msg, sizeof(msg)) == REDLOCK_EURI)
+            check_no_secret_echo(uri, msg, 1);
     }
     free(uri);
     return 0;

@@ -1483,6 +1483,91 @@ START_TEST(fencing_restart_with_empty_store)
 END_TEST
 
 /* ------------------------------------------------------------------------ */
+/* The key namespace. */
+
+/* Every key a lock derives from its name, for (name, request id). */
+static void derived_keys(const redlock_lock *l, const char *id, char out[4][600])
+{
+    const redlock__lock_member *m = &l->members[0];
+
+    snprintf(out[0], 600, "%s", m->name);
+    snprintf(out[1], 600, "%s%s", redlock__key(m, REDLOCK__KEY_LATCH_PREFIX), id);
+    snprintf(out[2], 600, "%s", redlock__key(m, REDLOCK__KEY_TOKEN));
+    snprintf(out[3], 600, "%s", redlock__key(m, REDLOCK__KEY_GEN));
+}
+
+/*
+ * No lock name reaches another lock's keys: every companion key of a name
+ * is refused as a lock name, and two different (name, role) pairs never
+ * give the same key. A lock named "redlock_gen:{foo}" used to lose its
+ * hold whenever anyone took "foo".
+ */
+START_TEST(lock_names_cannot_reach_companion_keys)
+{
+    static const char *const tricky[] = {
+        "foo", "redlock_gen:{foo}", "redlock_latch:{foo}:", "redisson_lock_token:{foo}",
+        "{foo}", "a}:b", "}", "{", "redlock_gen:", "redlock_gen:{", "x:{redlock_gen:{y}}",
+        "redisson_lock__channel:{foo}",
+    };
+    enum { RANDOM = 300 };
+    char names[RANDOM + 12][40];
+    char keys_a[4][600], keys_b[4][600];
+    redlock_lock *locks[RANDOM + 12];
+    size_t n = 0, i, j, a, b;
+    env e;
+
+    env_open(&e, 1, NULL, NULL);
+    lcg_state = 21;
+    for (i = 0; i < sizeof(tricky) / sizeof(tricky[0]); i++)
+        snprintf(names[n++], sizeof(names[0]), "%s", tricky[i]);
+    for (i = 0; i < RANDOM; i++) {
+        /* Short names over an alphabet rich in the separators. */
+        static const char alphabet[] = "ab{}:_rdlockgenatchisonk";
+        size_t len = 1 + lcg() % 24;
+
+        for (j = 0; j < len; j++)
+            names[n][j] = alphabet[lcg() % (sizeof(alphabet) - 1)];
+        names[n++][len] = '\0';
+    }
+    for (i = 0; i < n; i++) {
+        int rc = redlock_lock_new(e.c, names[i], NULL, &locks[i]);
+
+        ck_assert_int_eq(rc, redlock__reserved_prefix(names[i]) ? REDLOCK_EINVAL : REDLOCK_OK);
+        if (rc != REDLOCK_OK) {
+            ck_assert_ptr_nonnull(strstr(redlock_last_error(), "may not start with"));
+            locks[i] = NULL;
+            continue;
+        }
+        /* Every companion key of this name is refused as a name. */
+        derived_keys(locks[i], "0123456789abcdef0123456789abcdef", keys_a);
+        for (j = 1; j < 4; j++) {
+            redlock_lock *other = NULL;
+
+            ck_assert_int_eq(redlock_lock_new(e.c, keys_a[j], NULL, &other), REDLOCK_EINVAL);
+            ck_assert_ptr_null(other);
+        }
+    }
+    /* Distinct (name, role) pairs give distinct keys. */
+    for (a = 0; a < n; a++)
+        for (b = a; b < n; b++) {
+            if (!locks[a] || !locks[b] || (a != b && strcmp(names[a], names[b]) == 0))
+                continue;
+            derived_keys(locks[a], "0123456789abcdef0123456789abcdef", keys_a);
+            derived_keys(locks[b], "0123456789abcdef0123456789abcdef", keys_b);
+            for (i = 0; i < 4; i++)
+                for (j = 0; j < 4; j++)
+                    if (!(a == b && i == j))
+                        ck_assert_msg(strcmp(keys_a[i], keys_b[j]) != 0,
+                                      "'%s' role %zu and '%s' role %zu share key '%s'",
+                                      names[a], i, names[b], j, keys_a[i]);
+        }
+    for (i = 0; i < n; i++)
+        redlock_lock_free(locks[i]);
+    env_close(&e);
+}
+END_TEST
+
+/* ------------------------------------------------------------------------ */
 /* Nothing left behind. */
 
 /*
@@ -1765,6 +1850,7 @@ int main(void)
     add(s, "fencing", fencing_restart_with_empty_store);
     add(s, "fencing", fencing_tokens_monotonic_over_many_acquisitions);
     add(s, "fencing", fenced_set_rules);
+    add(s, "namespace", lock_names_cannot_reach_companion_keys);
     add(s, "delivery", fresh_acquire_replaces_own_leftover);
     add(s, "delivery", background_calls_back_off_on_silent_node);
     add(s, "delivery", flush_sends_owed_calls_now);

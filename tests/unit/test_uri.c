@@ -1,6 +1,7 @@
 /* Unit tests for the node URI parser (src/config/uri.c). No server needed. */
 #include "config/uri.h"
 #include "core/error.h"
+#include "redlock/redlock.h"
 
 #include <check.h>
 #include <stdio.h>
@@ -748,6 +749,29 @@ START_TEST(test_long_token_is_cut_in_message)
 }
 END_TEST
 
+/* redlock_client_new used to echo the raw URI, password and all, on a
+ * parse error; now it names the node index and the parser's reason. A
+ * long URI must not push the reason out of the message either. */
+START_TEST(test_client_new_never_echoes_password)
+{
+    static char long_uri[3000];
+    const char *uris[2] = {"redis://127.0.0.1:7001", "redis://alice:S3cretPW@127.0.0.1:99999"};
+    redlock_client *c = NULL;
+
+    ck_assert_int_eq(redlock_client_new(&c, uris, 2, NULL), REDLOCK_EURI);
+    ck_assert_ptr_null(c);
+    ck_assert_ptr_null(strstr(redlock_last_error(), "S3cretPW"));
+    ck_assert_ptr_nonnull(strstr(redlock_last_error(), "node 1"));
+    ck_assert_ptr_nonnull(strstr(redlock_last_error(), "port"));
+
+    snprintf(long_uri, sizeof(long_uri), "redis://bob:%02000d@127.0.0.1:0", 7);
+    uris[1] = long_uri;
+    ck_assert_int_eq(redlock_client_new(&c, uris, 2, NULL), REDLOCK_EURI);
+    ck_assert_ptr_null(strstr(redlock_last_error(), "0000000000"));
+    ck_assert_ptr_nonnull(strstr(redlock_last_error(), "port"));
+}
+END_TEST
+
 START_TEST(test_null_out)
 {
     char err[ERR_CAP];
@@ -843,6 +867,7 @@ static Suite *uri_suite(void)
     tcase_add_test(robust, test_err_buffer_bounds);
     tcase_add_test(robust, test_long_token_is_cut_in_message);
     tcase_add_test(robust, test_null_out);
+    tcase_add_test(robust, test_client_new_never_echoes_password);
     /* Valgrind runs the mutation loop slowly. */
     tcase_set_timeout(robust, 60);
     suite_add_tcase(s, robust);

@@ -162,6 +162,11 @@ typedef struct redlock_options {
      * retry after the random delay or the holder's TTL (for comparison). */
     int disable_pubsub;
 
+    redlock_log_fn log_fn;    /* NULL: no logging */
+    void *log_userdata;
+    redlock_log_level log_level; /* 0 = REDLOCK_LOG_WARN */
+
+    /* Fields added in 0.2 (appended, so older callers' layouts hold). */
     /*
      * How long redlock_client_free() spends delivering the releases and
      * aborts it still owes (see redlock_client_flush()); default 200 ms,
@@ -177,10 +182,15 @@ typedef struct redlock_options {
      * grant end the acquire at once with that code.
      */
     int unavailable_timeout_ms;
-
-    redlock_log_fn log_fn;    /* NULL: no logging */
-    void *log_userdata;
-    redlock_log_level log_level; /* 0 = REDLOCK_LOG_WARN */
+    /*
+     * The most bytes of unread reply data a connection may hold: a bulk
+     * string, an array, or several pipelined replies not yet consumed. A
+     * server that sends more fails the connection with REDLOCK_EPROTO
+     * ("reply data over N bytes"). Default 1 MiB; no reply this library
+     * asks for comes near it. Raise it for redlock_lock_inspect() of a
+     * hash with very many fields.
+     */
+    size_t max_reply_bytes;
 } redlock_options;
 
 /* ------------------------------------------------------------------------ */

@@ -17,6 +17,7 @@
 #define DEFAULT_RETRY_DELAY_MS 50
 #define DEFAULT_FLUSH_TIMEOUT_MS 200
 #define DEFAULT_UNAVAILABLE_TIMEOUT_MS 10000
+#define DEFAULT_MAX_REPLY_BYTES (1024 * 1024)
 
 void redlock__stat_add(uint64_t *counter, uint64_t n)
 {
@@ -134,6 +135,7 @@ static int setup_nodes(redlock_client *c, const char *const *uris, const redlock
             return redlock__fail(rc, "out of memory");
         /* Options override what the URI says, so one set of credentials
          * can serve nodes listed without them. */
+        n->max_reply_bytes = o->max_reply_bytes ? o->max_reply_bytes : DEFAULT_MAX_REPLY_BYTES;
         n->username = c->username ? c->username : n->uri.username;
         n->password = c->password ? c->password : n->uri.password;
         if (n->username && !n->password)

@@ -438,6 +438,12 @@ static int read_in(redlock__conn *c)
         }
         if (redisReaderFeed(c->reader, buf, (size_t)r) != REDIS_OK)
             return conn_fail(c, REDLOCK_EPROTO, "protocol error");
+        /* A bulk string or a backlog of replies beyond the cap: a faulty
+         * or hostile server must not grow the client without bound. */
+        if (c->node->max_reply_bytes &&
+            c->reader->len - c->reader->pos > c->node->max_reply_bytes)
+            return conn_fail(c, REDLOCK_EPROTO, "reply data over %zu bytes refused",
+                             c->node->max_reply_bytes);
         if ((size_t)r < sizeof(buf) && !(c->ssl && SSL_pending(c->ssl)))
             return REDLOCK_OK;
     }

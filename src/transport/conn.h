@@ -28,6 +28,7 @@ typedef struct redlock__node {
     struct ssl_ctx_st *ssl_ctx;    /* TLS nodes only, shared by the client */
     const char *tls_server_name;   /* SNI and verification name */
     int tls_verify;
+    size_t max_reply_bytes;        /* unread reply data allowed (conn.c) */
 } redlock__node;
 
 typedef enum redlock__conn_state {

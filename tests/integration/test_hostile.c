@@ -73,6 +73,7 @@ typedef enum hmode {
     H_WRONGPASS,       /* -WRONGPASS */
     H_NOAUTH,          /* -NOAUTH */
     H_DOUBLE_ERR,      /* two error replies per command: out of step */
+    H_ENDLESS_BULK,    /* $1000000000 then data as fast as it goes */
     H_MODE_COUNT
 } hmode;
 
@@ -81,7 +82,7 @@ static const char *const mode_names[H_MODE_COUNT] = {
     "neg_array",   "bad_int",  "huge_bulk", "huge_array", "truncated", "close_mid",
     "close_on_accept",
     "silent",      "garbage",  "err",      "loading", "readonly", "oom",
-    "noscript",    "wrongpass", "noauth",  "double_err",
+    "noscript",    "wrongpass", "noauth",  "double_err", "endless_bulk",
 };
 
 #define MAX_CONNS 64
@@ -135,6 +136,27 @@ static void send_all(int fd, const char *p, size_t n)
             return; /* the client went away or is not reading: drop it */
         p += w;
         n -= (size_t)w;
+    }
+}
+
+/* A bulk string that never ends, sent until the client hangs up (the
+ * socket is blocking here) or 256 MiB went out, whichever comes first. */
+static void send_endless_bulk(int fd)
+{
+    static char chunk[65536];
+    size_t sent = 0;
+
+    memset(chunk, 'z', sizeof(chunk));
+    if (send(fd, "$1000000000\r\n", 14, MSG_NOSIGNAL) != 14)
+        return;
+    while (sent < ((size_t)256 << 20)) {
+        ssize_t w = send(fd, chunk, sizeof(chunk), MSG_NOSIGNAL);
+
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w <= 0)
+            return;
+        sent += (size_t)w;
     }
 }
 
@@ -319,6 +341,9 @@ static int answer(hostile *h, hconn *hc, const redisReply *cmd)
         break;
     case H_DOUBLE_ERR:
         send_str(hc->fd, "-ERR first\r\n-ERR second\r\n");
+        break;
+    case H_ENDLESS_BULK:
+        send_endless_bulk(hc->fd);
         break;
     default:
         break;
@@ -539,6 +564,7 @@ static int expected_code(hmode m)
     switch (m) {
     case H_STATUS: case H_BULK: case H_ARRAY: case H_NEG_INT: case H_NEG_BULK:
     case H_NEG_ARRAY: case H_BAD_INT: case H_GARBAGE: case H_HUGE_ARRAY:
+    case H_ENDLESS_BULK:
         return REDLOCK_EPROTO;
     case H_HUGE_BULK: case H_TRUNCATED: case H_SILENT:
         return REDLOCK_ETIMEOUT;
@@ -584,6 +610,7 @@ static const char *expected_words(hmode m)
     case H_WRONGPASS: return "WRONGPASS";
     case H_NOAUTH: return "NOAUTH";
     case H_HUGE_ARRAY: return "elements refused";
+    case H_ENDLESS_BULK: return "reply data over";
     default: return "";
     }
 }
@@ -595,7 +622,7 @@ static const char *expected_words(hmode m)
 static const hmode every_call_modes[] = {
     H_STATUS, H_BULK, H_ARRAY, H_NEG_INT, H_NEG_BULK, H_NEG_ARRAY, H_BAD_INT,
     H_HUGE_BULK, H_HUGE_ARRAY, H_TRUNCATED, H_CLOSE_MID, H_CLOSE_ON_ACCEPT, H_SILENT,
-    H_GARBAGE, H_ERR, H_LOADING, H_READONLY, H_OOM, H_NOSCRIPT, H_DOUBLE_ERR,
+    H_GARBAGE, H_ERR, H_LOADING, H_READONLY, H_OOM, H_NOSCRIPT, H_DOUBLE_ERR, H_ENDLESS_BULK,
 };
 #define N_EVERY_CALL_MODES (sizeof(every_call_modes) / sizeof(every_call_modes[0]))
 

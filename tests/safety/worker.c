@@ -5,11 +5,13 @@
  * records, on CLOCK_MONOTONIC (shared by every process on the machine),
  * everything the checker needs to judge mutual exclusion afterwards:
  *
- *   F worker name ab ae wait_ms rc                 a failed acquire call
+ *   F worker name ab ae wait_ms rc want            a failed acquire call
  *   H worker name seq mode ab ae token vend rb re unlock_rc lost_ns
- *     lost_reason writes members                   one hold (members: what
+ *     lost_reason writes members want              one hold (members: what
  *                                                  each member answered to
  *                                                  the acquire / the release)
+ *   A worker name want t                           still wanting name when
+ *                                                  the run ended (--stick)
  *   W worker name seq wb we token rc in_validity   one fenced write
  *   R worker t rss_kb fds cycles                   resource sample
  *   S worker cycles attempts acquired lost asan    totals at exit
@@ -18,10 +20,17 @@
  * ab/ae: before/after the acquire call; vend: the latest end of validity
  * the worker itself confirmed while holding (its "claimed" validity); rb/re:
  * before/after unlock. A hold's critical section is [ae, min(rb, vend)].
+ * want: when this worker began wanting the name, i.e. the ab of the first
+ * of its consecutive attempts on that name (ab itself when the attempt
+ * before was on another name or succeeded). The checker measures lockouts
+ * from it. It was added last on its lines, so records without it (older
+ * logs) still read, with want = ab.
  *
  * Roles:
  *   contend  loop until the duration ends: random name, random wait, hold
- *            for a random time, fenced writes while the hold is valid;
+ *            for a random time, fenced writes while the hold is valid; with
+ *            --stick, a failed attempt is followed by another on the same
+ *            name (the worker keeps wanting it) instead of a random one;
  *   victim   take one name, signal readiness through --ready-file, keep
  *            writing every step until --stop-file exists or the hold time
  *            ends; with --unchecked it writes without checking validity
@@ -91,6 +100,7 @@ typedef struct config {
     int64_t step_ms;
     int64_t sample_ms;
     int unchecked;
+    int stick; /* after a failed attempt, try the same name again */
 } config;
 
 typedef struct worker {
@@ -106,6 +116,11 @@ typedef struct worker {
      * "a late release of the same owner" in tests/safety/README.md). */
     int owner_per_hold;
     int64_t cycles, attempts, acquired, lost;
+    /* The name this worker has wanted since want_ns without getting it
+     * (its last attempt failed), or NULL; last_fail_ns: when that attempt
+     * returned. */
+    slot *wanting;
+    int64_t want_ns, last_fail_ns;
     int64_t next_sample_ns;
     unsigned rng;
 } worker;
@@ -276,7 +291,7 @@ static void members_outcome(redlock_lock *lock, char *out, size_t cap)
  * Returns 1 if the lock was acquired. */
 static int one_hold(worker *w, slot *s, int watchdog, int64_t wait_ms, int64_t hold_ms)
 {
-    int64_t ab, ae, rb, re, vend = 0, hold_until, seq = w->cycles;
+    int64_t ab, ae, rb, re, vend = 0, hold_until, seq = w->cycles, want;
     uint64_t token = 0;
     int rc, urc, writes = 0;
     char grants[72] = "-", released[72] = "-";
@@ -287,15 +302,20 @@ static int one_hold(worker *w, slot *s, int watchdog, int64_t wait_ms, int64_t h
     if (w->owner_per_hold)
         w->owner = ((uint64_t)1 << 62) | (uint64_t)w->attempts;
     ab = now_ns();
+    want = w->wanting == s ? w->want_ns : ab;
     rc = redlock_acquire_as(s->lock, w->owner, wait_ms, watchdog ? 0 : w->cfg.lease_ms);
     ae = now_ns();
     if (rc != REDLOCK_OK) {
         if (rc != REDLOCK_EBUSY && rc != REDLOCK_ETIMEOUT && rc != REDLOCK_ENO_QUORUM)
             record_error(w, "acquire", rc);
-        fprintf(w->log, "F %d %s %lld %lld %lld %s\n", w->cfg.id, s->name, (long long)ab,
-                (long long)ae, (long long)wait_ms, redlock_err_name(rc));
+        fprintf(w->log, "F %d %s %lld %lld %lld %s %lld\n", w->cfg.id, s->name, (long long)ab,
+                (long long)ae, (long long)wait_ms, redlock_err_name(rc), (long long)want);
+        w->wanting = s;
+        w->want_ns = want;
+        w->last_fail_ns = ae;
         return 0;
     }
+    w->wanting = NULL;
     w->acquired++;
     members_outcome(s->lock, grants, sizeof(grants));
     if ((rc = redlock_lock_token_as(s->lock, w->owner, &token)) != REDLOCK_OK)
@@ -338,11 +358,12 @@ static int one_hold(worker *w, slot *s, int watchdog, int64_t wait_ms, int64_t h
         record_error(w, "unlock", urc);
     if (atomic_load(&s->lost_ns) != 0 || urc == REDLOCK_ELOST)
         w->lost++;
-    fprintf(w->log, "H %d %s %lld %s %lld %lld %llu %lld %lld %lld %s %lld %s %d %s/%s\n", w->cfg.id,
-            s->name, (long long)seq, watchdog ? "watchdog" : "lease", (long long)ab,
+    fprintf(w->log, "H %d %s %lld %s %lld %lld %llu %lld %lld %lld %s %lld %s %d %s/%s %lld\n",
+            w->cfg.id, s->name, (long long)seq, watchdog ? "watchdog" : "lease", (long long)ab,
             (long long)ae, (unsigned long long)token, (long long)vend, (long long)rb,
             (long long)re, redlock_err_name(urc), (long long)atomic_load(&s->lost_ns),
-            redlock_err_name(atomic_load(&s->lost_reason)), writes, grants, released);
+            redlock_err_name(atomic_load(&s->lost_reason)), writes, grants, released,
+            (long long)want);
     return 1;
 }
 
@@ -363,7 +384,8 @@ static int run(worker *w)
         return 0;
     }
     while (!stop_requested && now_ns() < end && (c->max_cycles <= 0 || w->cycles < c->max_cycles)) {
-        slot *s = &w->slots[rand_between(w, 0, (int64_t)w->n_slots - 1)];
+        slot *s = c->stick && w->wanting ? w->wanting
+                                          : &w->slots[rand_between(w, 0, (int64_t)w->n_slots - 1)];
         int watchdog = c->mode == MODE_WATCHDOG || (c->mode == MODE_MIXED && rand_between(w, 0, 1));
         int64_t wait = rand_between(w, 0, c->wait_max_ms);
         int64_t left = (end - now_ns()) / NS_PER_MS;
@@ -381,6 +403,11 @@ static int run(worker *w)
         w->cycles++;
         maybe_sample(w);
     }
+    /* Cut off by the end of the run, not given up: the checker counts the
+     * wait up to the last attempt's return. */
+    if (c->stick && w->wanting)
+        fprintf(w->log, "A %d %s %lld %lld\n", c->id, w->wanting->name, (long long)w->want_ns,
+                (long long)w->last_fail_ns);
     w->next_sample_ns = 0;
     maybe_sample(w);
     return 0;
@@ -404,7 +431,7 @@ static void usage(void)
             "         [--duration-ms D] [--max-cycles N] [--lease-ms L] [--watchdog-lease-ms L]\n"
             "         [--node-timeout-ms T] [--hold-min-ms A] [--hold-max-ms B] [--wait-max-ms W]\n"
             "         [--long-hold-ms H] [--step-ms S] [--sample-ms S] [--ready-file F]\n"
-            "         [--stop-file F] [--unchecked]\n"
+            "         [--stop-file F] [--unchecked] [--stick]\n"
             "       safety_worker --now\n");
 }
 
@@ -419,6 +446,7 @@ static int parse_args(config *c, int argc, char **argv)
         {"wait-max-ms", 1, 0, 'w'},    {"step-ms", 1, 0, 'p'},    {"sample-ms", 1, 0, 'S'},
         {"long-hold-ms", 1, 0, 'g'},
         {"ready-file", 1, 0, 'R'},     {"stop-file", 1, 0, 'T'},  {"unchecked", 0, 0, 'U'},
+        {"stick", 0, 0, 'K'},
         {0, 0, 0, 0}};
     int o;
 
@@ -457,6 +485,7 @@ static int parse_args(config *c, int argc, char **argv)
         case 'R': c->ready_file = optarg; break;
         case 'T': c->stop_file = optarg; break;
         case 'U': c->unchecked = 1; break;
+        case 'K': c->stick = 1; break;
         default: return -1;
         }
     }

@@ -127,7 +127,9 @@ typedef struct redlock_tls_options {
      * the system's default store is used. */
     const char *ca_file;
     const char *ca_dir;
-    /* Client certificate and key (PEM) for servers that require mutual TLS. */
+    /* Client certificate and key (PEM) for servers that require mutual TLS.
+     * An encrypted key is refused with REDLOCK_ETLS: the library never
+     * prompts for a passphrase. */
     const char *cert_file;
     const char *key_file;
     /* Name sent as SNI and checked against the server certificate. Defaults
@@ -137,7 +139,8 @@ typedef struct redlock_tls_options {
      * SECURITY: nonzero turns OFF certificate and host name verification,
      * so anyone on the path can impersonate the server, read the password
      * and forge lock grants. Only for throwaway test setups. Off (= verify)
-     * by default, and TLS without verification logs a warning on connect.
+     * by default. When it is on, redlock_client_new() warns once: through
+     * log_fn if one is set, otherwise on stderr.
      */
     int insecure_skip_verify;
 } redlock_tls_options;

@@ -140,6 +140,13 @@ void redlock__buf_reset(redlock__buf *b)
     b->off = b->len = 0;
 }
 
+void redlock__buf_wipe(redlock__buf *b)
+{
+    if (b->data)
+        explicit_bzero(b->data, b->cap);
+    redlock__buf_free(b);
+}
+
 void redlock__buf_free(redlock__buf *b)
 {
     free(b->data);

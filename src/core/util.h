@@ -41,6 +41,8 @@ int redlock__buf_append(redlock__buf *b, const void *p, size_t n);
 void redlock__buf_consume(redlock__buf *b, size_t n);
 void redlock__buf_reset(redlock__buf *b);
 void redlock__buf_free(redlock__buf *b);
+/* Zeroes the whole capacity (it may have held a password), then frees. */
+void redlock__buf_wipe(redlock__buf *b);
 static inline size_t redlock__buf_pending(const redlock__buf *b)
 {
     return b->len - b->off;

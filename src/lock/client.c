@@ -118,7 +118,7 @@ static int copy_options(redlock_client *c, const redlock_options *o)
 static int setup_nodes(redlock_client *c, const char *const *uris, const redlock_options *o)
 {
     size_t i;
-    int rc;
+    int rc, warned_insecure = 0;
 
     for (i = 0; i < c->n_nodes; i++) {
         redlock__node *n = &c->nodes[i];
@@ -142,6 +142,14 @@ static int setup_nodes(redlock_client *c, const char *const *uris, const redlock
             return redlock__fail(REDLOCK_EINVAL, "node %zu (%s): user without password", i,
                                  n->uri.display);
         if (n->uri.kind == REDLOCK__NODE_TLS) {
+            /* Loud even without a log_fn: a client that does not verify
+             * the server hands its password and its locks to anyone on
+             * the path. A caller with a log_fn gets it there instead. */
+            if (o->tls.insecure_skip_verify && !c->log_fn && !warned_insecure) {
+                warned_insecure = 1;
+                fprintf(stderr, "redlock: WARNING: TLS certificate verification is OFF "
+                                "(insecure_skip_verify) for %s\n", n->uri.display);
+            }
             if (!c->ssl_ctx && (rc = redlock__tls_ctx_new(&o->tls, &c->ssl_ctx)) != REDLOCK_OK)
                 return rc;
             n->ssl_ctx = c->ssl_ctx;
@@ -172,6 +180,8 @@ static void client_destroy(redlock_client *c)
     free(c->nodes);
     redlock__tls_ctx_free(c->ssl_ctx);
     free(c->username);
+    if (c->password)
+        explicit_bzero(c->password, strlen(c->password));
     free(c->password);
     for (i = 0; i < 5; i++)
         free(c->tls_strings[i]);

@@ -61,8 +61,10 @@ void redlock__conn_close(redlock__conn *c)
         redlock__reader_free(c->reader);
         c->reader = NULL;
     }
-    redlock__buf_free(&c->out);
-    redlock__buf_free(&c->held);
+    /* The output may still hold the AUTH command. */
+    redlock__buf_wipe(&c->out);
+    redlock__buf_wipe(&c->held);
+    c->auth_len = 0;
     c->state = REDLOCK__CONN_CLOSED;
     c->skip = c->handshake = c->preload = 0;
     c->tls_want_write = 0;
@@ -99,6 +101,7 @@ static int queue_argv(redlock__conn *c, int argc, const char **argv)
     if (len < 0)
         return REDLOCK_ENOMEM;
     rc = redlock__buf_append(&c->out, cmd, (size_t)len) ? REDLOCK_ENOMEM : REDLOCK_OK;
+    explicit_bzero(cmd, (size_t)len); /* AUTH carries the password */
     redisFreeCommand(cmd);
     return rc;
 }
@@ -117,6 +120,7 @@ static int queue_handshake(redlock__conn *c)
                              : queue_argv(c, 2, (const char *[]){"AUTH", n->password});
         if (rc)
             return rc;
+        c->auth_len = c->out.len;
         c->handshake++;
     }
     if (n->uri.db != 0) {
@@ -497,6 +501,22 @@ int redlock__server_error_code(const char *msg)
     return REDLOCK_ESERVER;
 }
 
+/* Once AUTH is answered it has long been written: its bytes, still at the
+ * front of the output buffer unless newer output overwrote them, are
+ * zeroed where no unsent output lies. */
+static void wipe_sent_auth(redlock__conn *c)
+{
+    size_t n = c->auth_len;
+
+    if (n == 0 || !c->out.data)
+        return;
+    if (n > c->out.cap)
+        n = c->out.cap;
+    if (c->out.len == 0 || c->out.off >= n)
+        explicit_bzero(c->out.data, n);
+    c->auth_len = 0;
+}
+
 int redlock__conn_next_reply(redlock__conn *c, redisReply **out)
 {
     for (;;) {
@@ -535,6 +555,8 @@ int redlock__conn_next_reply(redlock__conn *c, redisReply **out)
                 return -conn_fail(c, code, "%s", msg);
             }
             freeReplyObject(h);
+            if (c->handshake == 0)
+                wipe_sent_auth(c);
             if (c->handshake == 0 && redlock__buf_pending(&c->held)) {
                 /* Authenticated and in the right db: release the commands. */
                 if (redlock__buf_append(&c->out, c->held.data + c->held.off,

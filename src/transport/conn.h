@@ -53,6 +53,7 @@ typedef struct redlock__conn {
     unsigned skip;        /* replies of abandoned requests, to discard */
     unsigned handshake;   /* AUTH/SELECT replies still expected */
     unsigned preload;     /* SCRIPT LOAD replies still expected (conn.c) */
+    size_t auth_len;      /* AUTH's bytes at the front of out, to wipe */
     char errmsg[128];     /* why the last operation failed */
 } redlock__conn;
 

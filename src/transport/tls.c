@@ -20,6 +20,12 @@ static void last_openssl_error(char *buf, size_t cap)
     ERR_clear_error();
 }
 
+static int refuse_passphrase(char *buf, int size, int rwflag, void *ud)
+{
+    (void)buf, (void)size, (void)rwflag, (void)ud;
+    return 0;
+}
+
 int redlock__tls_ctx_new(const redlock_tls_options *o, struct ssl_ctx_st **out)
 {
     char why[160];
@@ -50,6 +56,9 @@ int redlock__tls_ctx_new(const redlock_tls_options *o, struct ssl_ctx_st **out)
         return redlock__fail(REDLOCK_EINVAL,
                              "TLS: a client certificate needs both cert_file and key_file");
     }
+    /* An encrypted key file fails with ETLS; OpenSSL's default would
+     * prompt for its passphrase on the process's terminal. */
+    SSL_CTX_set_default_passwd_cb(ctx, refuse_passphrase);
     if (o->cert_file) {
         if (SSL_CTX_use_certificate_chain_file(ctx, o->cert_file) != 1 ||
             SSL_CTX_use_PrivateKey_file(ctx, o->key_file, SSL_FILETYPE_PEM) != 1 ||

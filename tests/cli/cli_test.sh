@@ -467,12 +467,17 @@ case_unavailable() {
   expect_rc 69 "no node listening"
   [ "$t" -ge 900 ] && [ "$t" -lt 3000 ] || fail "gave up after $t ms (--unavailable-timeout 1000)"
   [ ! -e "$WORK/ran" ] || fail "the command ran"
+  # An attempt stops once a quorum is out of reach, so the last node may
+  # never be tried; each node that failed is named once, whatever the
+  # number of attempts.
   for p in $base $((base + 1)) $((base + 2)); do
-    [ "$(grep -c "^redlock: 127.0.0.1:$p: " "$WORK/err")" = 1 ] ||
-      fail "node $p not named exactly once: $(cat "$WORK/err")"
+    [ "$(grep -c "^redlock: 127.0.0.1:$p: " "$WORK/err")" -le 1 ] ||
+      fail "node $p named more than once: $(cat "$WORK/err")"
   done
-  [ "$(wc -l <"$WORK/err")" = 4 ] || fail "expected 3 node lines and 1 verdict: $(cat "$WORK/err")"
-  note "nothing listening: exit 69 after $t ms, each node named once"
+  named=$(grep -c '^redlock: 127.0.0.1:' "$WORK/err")
+  [ "$named" -ge 2 ] || fail "fewer than two nodes named: $(cat "$WORK/err")"
+  [ "$(wc -l <"$WORK/err")" = $((named + 1)) ] || fail "expected node lines and one verdict: $(cat "$WORK/err")"
+  note "nothing listening: exit 69 after $t ms, each failing node named once"
 }
 
 # A lock name that is a string key on every node: 78 (EX_CONFIG).

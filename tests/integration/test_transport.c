@@ -209,6 +209,31 @@ START_TEST(test_tls_verified)
 }
 END_TEST
 
+/* A passphrase-protected client key is refused with ETLS: the library
+ * never asks for a passphrase on the terminal. */
+START_TEST(test_tls_encrypted_key_refused)
+{
+    char path[256], command[700];
+    const char *uri = tls_uri("MTLS_PORT");
+    redlock_options o;
+    redlock_client *c = NULL;
+
+    snprintf(path, sizeof(path), "%s.enc.%d", rig_get("TLS_KEY"), (int)getpid());
+    snprintf(command, sizeof(command),
+             "openssl pkey -in '%s' -aes256 -passout pass:secret -out '%s' 2>/dev/null",
+             rig_get("TLS_KEY"), path);
+    ck_assert_int_eq(system(command), 0);
+    memset(&o, 0, sizeof(o));
+    o.tls.ca_file = rig_get("TLS_CA");
+    o.tls.cert_file = rig_get("TLS_CERT");
+    o.tls.key_file = path;
+    ck_assert_int_eq(redlock_client_new(&c, &uri, 1, &o), REDLOCK_ETLS);
+    ck_assert_ptr_null(c);
+    ck_assert_ptr_nonnull(strstr(redlock_last_error(), "client certificate"));
+    unlink(path);
+}
+END_TEST
+
 START_TEST(test_tls_wrong_ca)
 {
     redlock_options o;
@@ -861,6 +886,7 @@ static Suite *transport_suite(void)
     tcase_set_timeout(tc, 20);
     tcase_add_test(tc, test_tls_verified);
     tcase_add_test(tc, test_tls_wrong_ca);
+    tcase_add_test(tc, test_tls_encrypted_key_refused);
     tcase_add_test(tc, test_tls_wrong_server_name);
     tcase_add_test(tc, test_tls_insecure_skip_verify);
     tcase_add_test(tc, test_mtls_without_client_cert);

@@ -29,7 +29,7 @@ VEND_RESOLUTION_NS = 2 * NS_PER_MS
 
 class Hold:
     __slots__ = ("worker", "name", "seq", "mode", "ab", "ae", "token", "vend", "rb",
-                 "re", "unlock", "lost_ns", "lost_reason", "writes", "members")
+                 "re", "unlock", "lost_ns", "lost_reason", "writes", "members", "want")
 
     def __init__(self, f):
         self.worker = int(f[1])
@@ -45,6 +45,8 @@ class Hold:
         self.lost_reason = f[13]
         self.writes = int(f[14])
         self.members = f[15] if len(f) > 15 else "?"
+        # When the worker began wanting the name (older records: ab).
+        self.want = int(f[16]) if len(f) > 16 else self.ab
 
     @property
     def end(self):
@@ -77,6 +79,7 @@ def split_lines(path, min_fields):
 
 def load(path):
     holds, fails, writes, samples, totals, errors = [], [], [], [], {}, []
+    still = []  # (worker, name, want, t): wanted when the run ended
     for fn in sorted(glob.glob(os.path.join(path, "worker-*.log"))):
         with open(fn) as fh:
             for line in fh:
@@ -85,10 +88,14 @@ def load(path):
                     continue
                 try:
                     kind = f[0]
-                    if kind == "H" and len(f) in (15, 16):
+                    if kind == "H" and len(f) in (15, 16, 17):
                         holds.append(Hold(f))
-                    elif kind == "F" and len(f) == 7:
-                        fails.append((int(f[1]), f[2], int(f[3]), int(f[4]), int(f[5]), f[6]))
+                    elif kind == "F" and len(f) in (7, 8):
+                        # (worker, name, ab, ae, wait_ms, rc, want)
+                        fails.append((int(f[1]), f[2], int(f[3]), int(f[4]), int(f[5]), f[6],
+                                      int(f[7]) if len(f) > 7 else int(f[3])))
+                    elif kind == "A" and len(f) == 5:
+                        still.append((int(f[1]), f[2], int(f[3]), int(f[4])))
                     elif kind == "W" and len(f) == 9:
                         writes.append(dict(worker=int(f[1]), name=f[2], seq=int(f[3]),
                                            wb=int(f[4]), we=int(f[5]), token=int(f[6]),
@@ -109,7 +116,7 @@ def load(path):
               for f in split_lines(os.path.join(path, "nemesis.log"), 2)]
     final = {f[0]: (int(f[1]), f[2])
              for f in split_lines(os.path.join(path, "storage.final"), 3)}
-    return holds, fails, writes, samples, totals, errors, events, final
+    return holds, fails, writes, samples, totals, errors, events, final, still
 
 
 def overlaps(holds):
@@ -143,32 +150,108 @@ def union(intervals):
 
 
 def longest_gap_ns(holds, fails):
-    """Longest stretch with someone waiting for a name and nobody holding it."""
+    """Longest stretch with someone waiting for a name (in any attempt, one
+    given up included) and nobody holding it (from acquire's return to
+    unlock's return)."""
     held, waiting = defaultdict(list), defaultdict(list)
     for h in holds:
         held[h.name].append((h.ae, h.re))
         waiting[h.name].append((h.ab, h.ae))
-    for (_, name, ab, ae, _, _) in fails:
-        waiting[name].append((ab, ae))
-    best = 0
+    for f in fails:
+        waiting[f[1]].append((f[2], f[3]))
+    return max((b - a for name, w in waiting.items()
+                for a, b in uncovered(union(w), union(held[name]))), default=0)
+
+
+def uncovered(wait, held):
+    """The stretches of the union of wait not covered by the union held
+    (both lists of [a, b] as union() returns them)."""
+    out, k = [], 0
+    for a, b in wait:
+        cur = a
+        while k < len(held) and held[k][1] <= cur:
+            k += 1
+        j = k
+        while cur < b:
+            if j < len(held) and held[j][0] < b:
+                if held[j][0] > cur:
+                    out.append((cur, held[j][0]))
+                cur = max(cur, held[j][1])
+                j += 1
+            else:
+                out.append((cur, b))
+                break
+    return out
+
+
+def lockouts(holds, still):
+    """Every stretch in which someone was waiting for a name, in an attempt
+    chain that later got it (or was still going when the run ended), while
+    nobody held it: [(start, end, name)]. A hold counts from acquire's
+    return to the end of its critical section; a wait from the start of the
+    first of the worker's consecutive attempts on the name (want) to the
+    return of the one that got it. Waits given up (a failed attempt
+    followed by one on another name) do not count: longest_gap_ms has them."""
+    held, waiting = defaultdict(list), defaultdict(list)
+    for h in holds:
+        held[h.name].append((h.ae, h.end))
+        waiting[h.name].append((h.want, h.ae))
+    for (_, name, want, t) in still:
+        waiting[name].append((want, t))
+    out = []
     for name, w in waiting.items():
-        hu = union(held[name])
-        k = 0
-        for a, b in union(w):
-            cur = a
-            while k < len(hu) and hu[k][1] <= cur:
-                k += 1
-            j = k
-            while cur < b:
-                if j < len(hu) and hu[j][0] < b:
-                    if hu[j][0] > cur:
-                        best = max(best, hu[j][0] - cur)
-                    cur = max(cur, hu[j][1])
-                    j += 1
-                else:
-                    best = max(best, b - cur)
-                    break
-    return best
+        out += [(a, b, name) for a, b in uncovered(union(w), union(held[name]))]
+    return sorted(out)
+
+
+def overlap_ns(a, b, intervals):
+    return sum(max(0, min(b, y) - max(a, x)) for x, y in intervals)
+
+
+def report_lockouts(nemesis, outs, events):
+    """Detail lines: the longest lockout, and for the nemeses that freeze a
+    majority, how far lockouts reach beyond the freeze and how long after
+    each thaw the waiters got the lock."""
+    if not outs:
+        print("# lockout: nobody waited for a free lock")
+        return
+    a, b, name = max(outs, key=lambda o: o[1] - o[0])
+    print(f"# lockout: longest {(b - a) / 1e6:.0f} ms on {name} at {fmt_t(a)}..{fmt_t(b)}; "
+          f"{len(outs)} stretches, {sum(1 for o in outs if o[1] - o[0] > 100 * NS_PER_MS)} "
+          f"over 100 ms")
+    if nemesis not in ("freeze3", "aof_freeze"):
+        return
+    # Majority frozen: from when the last of the 3 SIGSTOPs was sent (at
+    # most freeze_done) to when the first SIGCONT was (at least thaw_begin).
+    # The interval is thus never overstated, nor is a lockout's part
+    # beyond it understated.
+    frozen = [(x, y) for (x, y, args) in windows(events, "freeze_done", "thaw_begin")
+              if len(args) >= 3]
+    thaws = [(x, y) for (x, y, args) in windows(events, "thaw_begin", "thaw_done")
+             if len(args) >= 3]
+    if not frozen:
+        return
+    beyond = [((o[1] - o[0]) - overlap_ns(o[0], o[1], frozen), o) for o in outs]
+    worst, (a, b, name) = max(beyond, key=lambda x: x[0])
+    print(f"# lockout beyond a majority freeze: longest {worst / 1e6:.0f} ms "
+          f"(on {name} at {fmt_t(a)}..{fmt_t(b)}, {(b - a) / 1e6:.0f} ms in all)")
+    # After each thaw: from thaw_begin until the waiters of each name that
+    # was free and wanted at that moment held it again.
+    after = []
+    for (tb, td) in thaws:
+        for (a, b, name) in outs:
+            if a <= tb < b:
+                after.append((b - tb, name, tb, td))
+    if after:
+        after.sort()
+        vals = [x[0] / 1e6 for x in after]
+        worst = after[-1]
+        print(f"# lockout after a thaw (thaw began -> next hold, {len(after)} name-thaws with a "
+              f"waiter): median {vals[len(vals) // 2]:.0f} ms, max {vals[-1]:.0f} ms "
+              f"({worst[1]} at {fmt_t(worst[2])}; thawing the 3 nodes took "
+              f"{(worst[3] - worst[2]) / 1e6:.0f} ms)")
+    else:
+        print("# lockout after a thaw: no name was free and wanted at a thaw")
 
 
 def token_decreases(holds):
@@ -233,7 +316,7 @@ def windows(events, begin, end):
     return out
 
 
-def check_freeze3(holds, fails, events, problems):
+def check_freeze3(nemesis, holds, fails, events, problems):
     frozen = [(a, b) for (a, b, args) in windows(events, "freeze_done", "thaw_begin")
               if len(args) >= 3]
     inside = [h for h in holds if any(a < h.ab and h.ae < b for a, b in frozen)]
@@ -245,7 +328,7 @@ def check_freeze3(holds, fails, events, problems):
         problems.append(f"attempt by worker {f[0]} took {(f[3] - f[2]) / 1e6:.0f} ms "
                         f"for a wait of {f[4]} ms while a majority was frozen")
     failed_inside = sum(1 for f in fails if any(a < f[2] and f[3] < b for a, b in frozen))
-    print(f"# freeze3: {len(frozen)} majority freezes, {failed_inside} attempts failed inside "
+    print(f"# {nemesis}: {len(frozen)} majority freezes, {failed_inside} attempts failed inside "
           f"them, {len(inside)} succeeded inside them, {len(slow)} overran their wait by > 2 s")
 
 
@@ -324,7 +407,7 @@ def main():
     ap.add_argument("--dir", required=True)
     ap.add_argument("--note", action="append", default=[])
     args = ap.parse_args()
-    holds, fails, writes, samples, totals, errors, events, final = load(args.dir)
+    holds, fails, writes, samples, totals, errors, events, final, still = load(args.dir)
     starts = [t for t, ev, _ in events if ev == "start"]
     ends = [t for t, ev, _ in events if ev == "end"]
     T0 = starts[0] if starts else min([h.ab for h in holds] or [0])
@@ -340,6 +423,9 @@ def main():
     attempts = len(holds) + len(fails)
     availability = len(holds) / attempts if attempts else 0.0
     gap_ms = longest_gap_ns(holds, fails) // NS_PER_MS
+    outs = lockouts(holds, still)
+    lockout_ms = max((b - a for a, b, _ in outs), default=0) // NS_PER_MS
+    report_lockouts(args.nemesis, outs, events)
 
     # A hold is lost when the library said so (callback or unlock) or when
     # its validity ran out before the worker released it.
@@ -391,8 +477,8 @@ def main():
     for n in args.note:
         print(f"# note: {n}")
 
-    if args.nemesis == "freeze3":
-        check_freeze3(holds, fails, events, problems)
+    if args.nemesis in ("freeze3", "aof_freeze"):
+        check_freeze3(args.nemesis, holds, fails, events, problems)
     if args.nemesis == "pause_holder":
         check_pause(holds, writes, events, problems)
     if args.nemesis == "soak":
@@ -424,7 +510,8 @@ def main():
     if problems:
         rc = 1
     print(f"nemesis={args.nemesis} violations={len(pairs)} acquisitions={len(holds)} "
-          f"availability={availability:.3f} longest_gap_ms={gap_ms} losses={len(lost)} "
+          f"availability={availability:.3f} longest_gap_ms={gap_ms} lockout_ms={lockout_ms} "
+          f"losses={len(lost)} "
           f"losses_reported_in_time={len(in_time)}/{len(lost)} "
           f"token_decreases={len(decreases)} stale_writes_rejected={len(stale)}")
     return rc

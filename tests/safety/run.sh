@@ -9,8 +9,8 @@
 #   run.sh --nemesis NAME --worker PATH [--fastclock LIB] [--work-dir D]
 #          [--seconds S] [--workers W] [--keep]
 #
-# Nemeses: none freeze1 freeze2 freeze3 kill_aof kill_nopersist netem clock
-# clock_far pause_holder soak. REDLOCK_SAFETY_SECONDS overrides the duration (default
+# Nemeses: none freeze1 freeze2 freeze3 kill_aof aof_freeze kill_nopersist
+# netem clock clock_far pause_holder soak. REDLOCK_SAFETY_SECONDS overrides the duration (default
 # 25 s, soak 60 s). Exit status: 0 pass, 1 violation or failed check, 77
 # skipped (netem without CAP_NET_ADMIN), 2 harness error.
 set -euo pipefail
@@ -33,8 +33,8 @@ while [ $# -gt 0 ]; do
   esac
 done
 case "$nemesis" in
-  none|freeze1|freeze2|freeze3|kill_aof|kill_nopersist|netem|clock|clock_far|pause_holder|soak) ;;
-  *) echo "run.sh: --nemesis must be one of none freeze1 freeze2 freeze3 kill_aof" \
+  none|freeze1|freeze2|freeze3|kill_aof|aof_freeze|kill_nopersist|netem|clock|clock_far|pause_holder|soak) ;;
+  *) echo "run.sh: --nemesis must be one of none freeze1 freeze2 freeze3 kill_aof aof_freeze" \
        "kill_nopersist netem clock clock_far pause_holder soak" >&2; exit 2;;
 esac
 [ -x "$worker_bin" ] || { echo "run.sh: --worker must name the safety_worker binary" >&2; exit 2; }
@@ -125,7 +125,7 @@ rig_do() {
 # a storage node for the fenced writes, which no nemesis touches.
 rig_nodes=5 rig_opts=()
 case "$nemesis" in
-  kill_aof|soak) rig_opts+=(--aof);;
+  kill_aof|aof_freeze|soak) rig_opts+=(--aof);;
   netem) rig_nodes=3;;
 esac
 started=0
@@ -243,6 +243,10 @@ case "$nemesis" in
                           --wait-max-ms 400);;
   netem) wargs+=(--mode mixed --lease-ms 3000 --watchdog-lease-ms 3000 --node-timeout-ms 150
                  --hold-max-ms 300 --long-hold-ms 3000 --wait-max-ms 1000);;
+  # Workers keep wanting a name until they get it (--stick), so that the
+  # lockout around each majority freeze is measured from the first attempt.
+  aof_freeze) wargs+=(--mode mixed --lease-ms 2000 --hold-min-ms 5 --hold-max-ms 300
+                      --long-hold-ms 2500 --wait-max-ms 600 --stick);;
   *) wargs+=(--mode mixed --lease-ms 2000 --hold-min-ms 5 --hold-max-ms 300 --long-hold-ms 2500
              --wait-max-ms 600);;
 esac
@@ -380,6 +384,33 @@ vary_links() {
   event link_rate "$rate"
 }
 
+# Crash + restart (with AOF) of 1 or 2 nodes, then a majority frozen for
+# 1-2 s and thawed, then a pause: the holds that survived the restart on
+# disk must still exclude, and after each thaw the waiters must get the
+# lock back within about a node timeout plus a retry delay.
+aof_freeze_loop() {
+  local n=0 set i
+  while [ "$(time_left)" -gt 6 ] && [ $n -lt 1000 ]; do
+    n=$((n + 1))
+    sleep_ms "$(rand_ms 300 1000)"
+    set=$(pick_nodes "$(rand_ms 1 2)")
+    event restart_begin $set
+    for i in $set; do crash_restart "$i" & done
+    wait_for_jobs
+    event restart_done $set
+    sleep_ms "$(rand_ms 300 1000)"
+    set=$(pick_nodes 3)
+    event freeze_begin $set
+    for i in $set; do rig_do freeze "$i"; done
+    event freeze_done $set
+    sleep_ms "$(rand_ms 1000 2000)"
+    event thaw_begin $set
+    for i in $set; do rig_do thaw "$i"; done
+    event thaw_done $set
+    sleep_ms "$(rand_ms 1000 2000)"
+  done
+}
+
 netem_loop() {
   local n=0 i
   while [ "$(time_left)" -gt 5 ] && [ $n -lt 1000 ]; do
@@ -430,6 +461,7 @@ case "$nemesis" in
   freeze2) freeze_loop 2 300 1500 300 1000;;
   freeze3) freeze_loop 3 1500 3000 1000 2000;;
   kill_aof) restart_loop 1 1500 3000;;
+  aof_freeze) aof_freeze_loop;;
   kill_nopersist)
     sleep_ms "$(rand_ms 2000 4000)"
     nopersist_probe

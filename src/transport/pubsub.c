@@ -42,6 +42,10 @@ struct redlock__watch {
 typedef struct sub_node {
     redlock__conn conn;
     int64_t retry_at;        /* when to reconnect after a failure */
+    /* When the connection must be up and every SUBSCRIBE asked on it
+     * confirmed (0: nothing outstanding). A node that accepts and never
+     * answers would otherwise hold its waiters on TTL polling forever. */
+    int64_t confirm_by;
     int backoff_ms;
     int failed;              /* the last connection attempt failed */
 } sub_node;
@@ -128,6 +132,7 @@ static void reconcile(redlock__pubsub *ps, int64_t now)
             wanted |= ch->refs[i] > 0 || ch->asked[i];
         if (!wanted || sn->conn.state != REDLOCK__CONN_CLOSED || now < sn->retry_at)
             continue;
+        sn->confirm_by = now + (int64_t)ps->connect_timeout_ms * REDLOCK__NS_PER_MS;
         if (redlock__conn_open(&sn->conn) != REDLOCK_OK) {
             sn->failed = 1;
             sn->retry_at = now + (int64_t)sn->backoff_ms * REDLOCK__NS_PER_MS;
@@ -144,8 +149,12 @@ static void reconcile(redlock__pubsub *ps, int64_t now)
             continue;
         for (ch = ps->channels; ch; ch = ch->next) {
             if (ch->refs[i] && !ch->asked[i]) {
-                if (send_cmd(sn, "SUBSCRIBE", ch->name) == REDLOCK_OK)
+                if (send_cmd(sn, "SUBSCRIBE", ch->name) == REDLOCK_OK) {
                     ch->asked[i] = 1;
+                    if (!sn->confirm_by)
+                        sn->confirm_by =
+                            now + (int64_t)ps->connect_timeout_ms * REDLOCK__NS_PER_MS;
+                }
             } else if (!ch->refs[i] && ch->asked[i]) {
                 if (send_cmd(sn, "UNSUBSCRIBE", ch->name) == REDLOCK_OK)
                     ch->asked[i] = ch->live[i] = 0;
@@ -176,7 +185,10 @@ static void node_failed(redlock__pubsub *ps, size_t i, int64_t now)
 
     redlock__conn_close(&sn->conn);
     sn->failed = 1;
+    sn->confirm_by = 0;
     sn->retry_at = now + (int64_t)sn->backoff_ms * REDLOCK__NS_PER_MS;
+    sn->backoff_ms = sn->backoff_ms * 2 > RECONNECT_MAX_MS ? RECONNECT_MAX_MS
+                                                           : sn->backoff_ms * 2;
     for (ch = ps->channels; ch; ch = ch->next) {
         ch->asked[i] = ch->live[i] = 0;
         ch->gen++;
@@ -201,9 +213,16 @@ static void handle_push(redlock__pubsub *ps, size_t i, redisReply *r)
         ch->gen++;
         pthread_cond_broadcast(&ps->cond);
     } else if (strcmp(kind, "subscribe") == 0 && ch->asked[i]) {
+        channel *other;
+        int outstanding = 0;
+
         ch->live[i] = 1;
         ps->nodes[i].failed = 0;
         ps->nodes[i].backoff_ms = RECONNECT_MIN_MS;
+        for (other = ps->channels; other; other = other->next)
+            outstanding |= other->asked[i] && !other->live[i];
+        if (!outstanding)
+            ps->nodes[i].confirm_by = 0;
         pthread_cond_broadcast(&ps->cond);
     }
 }
@@ -232,11 +251,15 @@ static void *listener(void *arg)
         for (i = 0; i < ps->n_nodes; i++) {
             sub_node *sn = &ps->nodes[i];
 
+            if (sn->conn.state != REDLOCK__CONN_CLOSED && sn->confirm_by && now >= sn->confirm_by)
+                node_failed(ps, i, now);
             if (sn->conn.state == REDLOCK__CONN_CLOSED) {
                 if (sn->failed && sn->retry_at < next)
                     next = sn->retry_at;
                 continue;
             }
+            if (sn->confirm_by && sn->confirm_by < next)
+                next = sn->confirm_by;
             pfd[n].fd = sn->conn.fd;
             pfd[n].events = redlock__conn_events(&sn->conn);
             pfd[n].revents = 0;

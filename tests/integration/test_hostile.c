@@ -100,6 +100,8 @@ typedef struct hostile {
     int stop;          /* atomics from here on */
     int mode;
     int auth_mode;     /* how AUTH is answered; -1: like everything else */
+    int busy;          /* cooperative acquires answer "held, 5000 ms left" */
+    int sub_silent;    /* cooperative SUBSCRIBEs are never confirmed */
     unsigned long commands, evalsha, eval, auth, subscribe, accepted;
     unsigned long token;
     hconn conns[MAX_CONNS];
@@ -199,6 +201,8 @@ static void answer_cooperatively(hostile *h, int fd, const redisReply *cmd, cons
 {
     char buf[256];
 
+    if (strcasecmp(name, "SUBSCRIBE") == 0 && load_int(&h->sub_silent))
+        return;
     if (strcasecmp(name, "SUBSCRIBE") == 0 || strcasecmp(name, "UNSUBSCRIBE") == 0) {
         const redisReply *ch = cmd->elements > 1 ? cmd->element[1] : NULL;
 
@@ -221,6 +225,10 @@ static void answer_cooperatively(hostile *h, int fd, const redisReply *cmd, cons
     }
     switch (script_of(cmd, strcasecmp(name, "EVAL") == 0)) {
     case REDLOCK__SCRIPT_ACQUIRE:
+        if (load_int(&h->busy)) {
+            send_str(fd, ":5000\r\n");
+            break;
+        }
         /* Four keys means a fencing acquire: a fresh token each time. */
         if (cmd->elements > 2 && cmd->element[2]->type == REDIS_REPLY_STRING &&
             strcmp(cmd->element[2]->str, "4") == 0) {
@@ -800,6 +808,38 @@ START_TEST(test_noscript_forever_is_bounded)
 END_TEST
 
 /* ------------------------------------------------------------------------ */
+/* A subscriber connection that never confirms SUBSCRIBE is given up on
+ * after the connect timeout and opened again with back-off; it used to
+ * stay stuck for the client's lifetime, leaving every waiter on TTL
+ * polling without anyone noticing. */
+
+START_TEST(test_unconfirmed_subscribe_reconnects)
+{
+    hostile *h = hostile_start(H_COOPERATIVE);
+    redlock_options o = test_options();
+    redlock_client *c;
+    redlock_lock *l = NULL;
+    int64_t took;
+    int rc;
+
+    __atomic_store_n(&h->busy, 1, __ATOMIC_SEQ_CST);
+    __atomic_store_n(&h->sub_silent, 1, __ATOMIC_SEQ_CST);
+    o.connect_timeout_ms = 300;
+    c = client_of(&h, 1, &o);
+    ck_assert_int_eq(redlock_lock_new(c, "hostile:subscribe", NULL, &l), REDLOCK_OK);
+    TIMED(rc = redlock_try_lock_for(l, 2500, 10000), took);
+    ck_assert_int_eq(rc, REDLOCK_ETIMEOUT);
+    CHECK_BOUND("try_lock_for", took, 2500 + CALL_BOUND_MS);
+    fprintf(stderr, "unconfirmed SUBSCRIBE: %lu subscriptions asked in %lld ms\n",
+            load_ul(&h->subscribe), (long long)took);
+    ck_assert_uint_ge(load_ul(&h->subscribe), 3);
+    redlock_lock_free(l);
+    redlock_client_free(c);
+    hostile_stop(h);
+}
+END_TEST
+
+/* ------------------------------------------------------------------------ */
 /* A hostile answer to AUTH, pipelined ahead of the first command. */
 
 static const hmode auth_modes[] = {
@@ -1030,6 +1070,7 @@ static Suite *hostile_suite(void)
     tcase_add_test(tc, test_cooperative_server_works);
     tcase_add_loop_test(tc, test_every_call_fails_cleanly, 0, (int)N_EVERY_CALL_MODES);
     tcase_add_test(tc, test_noscript_forever_is_bounded);
+    tcase_add_test(tc, test_unconfirmed_subscribe_reconnects);
     tcase_add_loop_test(tc, test_hostile_auth_reply, 0,
                         (int)(sizeof(auth_modes) / sizeof(auth_modes[0])));
     suite_add_tcase(s, tc);

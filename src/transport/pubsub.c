@@ -227,6 +227,15 @@ static void handle_push(redlock__pubsub *ps, size_t i, redisReply *r)
     }
 }
 
+void redlock__pubsub_feed(redlock__pubsub *ps, size_t node, struct redisReply *r)
+{
+    if (node >= ps->n_nodes || !r)
+        return;
+    pthread_mutex_lock(&ps->mu);
+    handle_push(ps, node, r);
+    pthread_mutex_unlock(&ps->mu);
+}
+
 static void *listener(void *arg)
 {
     redlock__pubsub *ps = arg;

@@ -38,6 +38,11 @@ int redlock__pubsub_wait(redlock__pubsub *ps, redlock__watch *w,
 
 void redlock__pubsub_unwatch(redlock__pubsub *ps, redlock__watch *w);
 
+struct redisReply;
+/* Handles one reply read from node's subscriber connection, exactly as the
+ * subscriber thread does (fuzz targets feed it arbitrary replies). */
+void redlock__pubsub_feed(redlock__pubsub *ps, size_t node, struct redisReply *r);
+
 /* Wakes every waiter at once (they return REDLOCK_ETIMEOUT early and look
  * again at why they wait, e.g. a cancel). */
 void redlock__pubsub_kick(redlock__pubsub *ps);

@@ -352,10 +352,24 @@ REDLOCK_EXTERN void redlock_lock_set_on_lost(redlock_lock *lock,
  * never renewed. The same owner may acquire again (re-entry): the hold
  * count goes up and the lease is reset.
  *
+ * The lease (given, or the watchdog lease) must exceed the drift
+ * (lease * drift_factor + 2 ms) plus two node timeouts: a shorter one could
+ * never be granted in time, and is refused with REDLOCK_EINVAL.
+ *
+ * A fresh acquire (owner does not hold the lock through this handle) never
+ * re-enters a field of owner it finds on a member: that is a leftover of
+ * an earlier attempt or hold whose abort or release has not arrived yet,
+ * and it is replaced by the new hold (count 1, a new fencing token).
+ *
  * Returns REDLOCK_OK (held), REDLOCK_EBUSY (wait_ms == 0 and another owner
  * holds it), REDLOCK_ETIMEOUT (waited wait_ms), REDLOCK_ENO_QUORUM (too few
- * members reachable, with wait_ms == 0 or when the wait ended while nodes
- * were failing), REDLOCK_EINVAL, REDLOCK_ECLOSED. While waiting, a waiter
+ * members reachable, with wait_ms == 0, when the wait ended while nodes
+ * were failing, or when no quorum was reachable for unavailable_timeout_ms,
+ * even with wait_ms < 0), REDLOCK_EAUTH / REDLOCK_ETLS / REDLOCK_ECONFIG
+ * (members refusing for good leave fewer than a quorum: ends at once; a
+ * lone refusing member among enough healthy ones is logged once, as a
+ * warning), REDLOCK_ECANCELED (redlock_client_cancel()), REDLOCK_EINVAL,
+ * REDLOCK_ECLOSED. While waiting, a waiter
  * is woken by the release message of any member and otherwise retries when
  * the holder's TTL runs out or after a random delay. Called right after
  * on_lost reported a loss of this lock, it first waits (about one node
@@ -383,7 +397,12 @@ REDLOCK_EXTERN int redlock_try_lock_for(redlock_lock *lock, int64_t wait_ms,
  * on every member, a release message is published and the watchdog stops
  * renewing it before the release is sent. Members that do not answer within
  * the node timeout are released in the background until the lease could
- * have expired on them, so this never hangs on a dead node.
+ * have expired on them, so this never hangs on a dead node. A member whose
+ * node is silent (its last request timed out) is not waited for at all: its
+ * release goes straight to the background, which sends one probe at a time
+ * with a back-off (100 ms doubling to 3.2 s) and everything owed once the
+ * node answers. A release that reaches a node before a late acquire of the
+ * same hold leaves a tombstone there, so that acquire cannot grant.
  *
  * Returns REDLOCK_OK, REDLOCK_ENOT_OWNER (owner does not hold it: never a
  * silent success), REDLOCK_ELOST (the hold was lost before; the lost state

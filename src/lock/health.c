@@ -9,6 +9,8 @@
  * releases use it: an acquire decides on the first quorum anyway, and a
  * watchdog tick needs every answer it can get.
  */
+#include <hiredis/hiredis.h>
+
 #include "core/error.h"
 #include "lock/internal.h"
 
@@ -18,6 +20,26 @@ typedef struct observed {
     redlock__reply_fn fn;
     void *ud;
 } observed;
+
+int redlock__refuses_for_good(int err)
+{
+    return err == REDLOCK_EAUTH || err == REDLOCK_ETLS || err == REDLOCK_ECONFIG;
+}
+
+/* A node that refuses for good among enough healthy ones keeps the lock
+ * working, so nothing fails: say so once, or nobody will notice. */
+static void warn_refusal(redlock_client *c, size_t node, int code, const char *why)
+{
+    char text[100];
+
+    if (node >= REDLOCK__MAX_NODES ||
+        __atomic_exchange_n(&c->node_warned[node], 1, __ATOMIC_RELAXED))
+        return;
+    redlock__copy_msg(text, sizeof(text), why ? why : "");
+    redlock__log(c, REDLOCK_LOG_WARN, "%s refuses requests for good (%s: %s); check its "
+                 "configuration", c->nodes ? c->nodes[node].uri.display : "node",
+                 redlock_strerror(code), text);
+}
 
 static int observe(void *ud, size_t batch, size_t call, int err, const char *msg,
                    struct redisReply *r)
@@ -29,6 +51,11 @@ static int observe(void *ud, size_t batch, size_t call, int err, const char *msg
         redlock__node_went_silent(o->c, node);
     else if (!err)
         __atomic_store_n(&o->c->node_silent[node], 0, __ATOMIC_RELAXED);
+    if (err && redlock__refuses_for_good(err))
+        warn_refusal(o->c, node, err, msg);
+    else if (!err && r->type == REDIS_REPLY_ERROR &&
+             redlock__refuses_for_good(redlock__server_error_code(r->str)))
+        warn_refusal(o->c, node, redlock__server_error_code(r->str), r->str);
     return o->fn(o->ud, batch, call, err, msg, r);
 }
 

@@ -187,7 +187,6 @@ typedef struct redlock__attempt_result {
     int reentry;         /* every grant was a re-entry */
     int permanent;       /* members refusing for good (auth, TLS, config) */
     int permanent_err;   /* the code of one such refusal */
-    unsigned char permanent_member[REDLOCK__MAX_NODES];
     redlock__gen request_id; /* the generation of the fresh grants it made */
     /* Per member, the generation of the hold it granted or re-entered, as
      * the member reported it ("" for a hold without one), if it did. */
@@ -219,6 +218,8 @@ void redlock__restore_members(redlock_lock *l, const char *field, int64_t lease_
  * goes through here. */
 int redlock__fanout(redlock_client *c, const redlock__batch *batches, size_t n,
                     redlock__reply_fn fn, void *ud);
+/* Whether err is a refusal that waiting cannot fix (auth, TLS, config). */
+int redlock__refuses_for_good(int err);
 /* Marks node silent: a request to it went unanswered for a node timeout. */
 void redlock__node_went_silent(redlock_client *c, size_t node);
 /* Nonzero while node's last request timed out and nothing came since. */

@@ -495,27 +495,11 @@ static int check_lease(const redlock_client *c, int64_t lease_ms)
 
 /* Nonzero when permanent refusals (wrong password, TLS verification, wrong
  * type, bad db) leave fewer members than a quorum that could still grant:
- * waiting cannot fix that. A lone refusing member is reported once. */
-static int refused_for_good(redlock_lock *l, const redlock__attempt_result *res)
+ * waiting cannot fix that. (A lone refusing member is logged once, by
+ * health.c, whichever call meets it.) */
+static int refused_for_good(const redlock_lock *l, const redlock__attempt_result *res)
 {
-    redlock_client *c = l->client;
-    size_t m;
-
-    if (res->permanent == 0)
-        return 0;
-    if ((int)l->n - res->permanent < l->quorum)
-        return 1;
-    for (m = 0; m < l->n; m++) {
-        size_t node = l->members[m].node;
-
-        if (res->permanent_member[m] && node < REDLOCK__MAX_NODES &&
-            !__atomic_exchange_n(&c->node_warned[node], 1, __ATOMIC_RELAXED))
-            redlock__log(c, REDLOCK_LOG_WARN, "%s refuses the lock for good (%s); %d of %zu "
-                         "members still serve '%s'", c->nodes ? c->nodes[node].uri.display : "node",
-                         redlock_strerror(res->permanent_err), (int)l->n - res->permanent,
-                         l->n, l->members[0].name);
-    }
-    return 0;
+    return res->permanent > 0 && (int)l->n - res->permanent < l->quorum;
 }
 
 /* Whether no quorum has been reachable for the client's unavailable

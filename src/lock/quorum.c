@@ -65,18 +65,12 @@ static void note_failure(redlock_member_report *r, int err, const char *msg,
     redlock__copy_msg(r->message, sizeof(r->message), reply ? reply->str : msg);
 }
 
-/* Refusals that waiting cannot fix. */
-static int is_permanent(int err)
-{
-    return err == REDLOCK_EAUTH || err == REDLOCK_ETLS || err == REDLOCK_ECONFIG;
-}
-
 static answer failed_for(acquire_ctx *a, size_t m, int err)
 {
-    if (is_permanent(err) && a->res) {
+    (void)m;
+    if (redlock__refuses_for_good(err) && a->res) {
         a->res->permanent++;
         a->res->permanent_err = err;
-        a->res->permanent_member[m] = 1;
     }
     return ANSWER_FAILED;
 }

@@ -11,6 +11,7 @@
  */
 #include <check.h>
 #include <hiredis/hiredis.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -442,6 +443,171 @@ START_TEST(test_bulk_release_frozen_node)
 }
 END_TEST
 
+/* ------------------------------------------------------------------------ */
+/* Waiting ends on what waiting cannot fix, and on request. */
+
+typedef struct waiter {
+    redlock_lock *l;
+    int rc;
+    int64_t done_ms;
+} waiter;
+
+static void *wait_forever(void *arg)
+{
+    waiter *w = arg;
+
+    w->rc = redlock_acquire_as(w->l, 77, -1, 30000);
+    w->done_ms = rig_now_ms();
+    return NULL;
+}
+
+/* redlock_client_cancel() ends a waiter blocked on a held lock at once,
+ * and its attempts leave nothing behind. */
+START_TEST(test_cancel_ends_a_waiter)
+{
+    redlock_client *holder = client_new(50), *c = client_new(50);
+    redlock_lock *hl, *l;
+    char name[96], field[128];
+    pthread_t th;
+    waiter w;
+    int64_t t0;
+    size_t i;
+
+    rig_unique_name(name, sizeof(name), "deliv", "cancel");
+    ck_assert_int_eq(redlock_lock_new(holder, name, NULL, &hl), REDLOCK_OK);
+    ck_assert_int_eq(redlock_lock_new(c, name, NULL, &l), REDLOCK_OK);
+    ck_assert_int_eq(redlock_try_lock_for(hl, 0, 30000), REDLOCK_OK);
+    memset(&w, 0, sizeof(w));
+    w.l = l;
+    ck_assert_int_eq(pthread_create(&th, NULL, wait_forever, &w), 0);
+    rig_sleep_ms(300);
+    t0 = rig_now_ms();
+    redlock_client_cancel(c);
+    pthread_join(th, NULL);
+    ck_assert_int_eq(w.rc, REDLOCK_ECANCELED);
+    fprintf(stderr, "cancel ended the waiter after %lld ms\n", (long long)(w.done_ms - t0));
+    ck_assert_int_lt(w.done_ms - t0, 1000);
+    ck_assert_int_eq(redlock_try_lock_for(l, 0, 30000), REDLOCK_ECANCELED);
+    snprintf(field, sizeof(field), "%s:77", redlock_client_id(c));
+    for (i = 0; i < N_NODES; i++) {
+        redisContext *ctx = node_conn(i);
+
+        ck_assert_int_eq(hget_count(ctx, name, field), 0);
+        redisFree(ctx);
+    }
+    ck_assert_int_eq(redlock_unlock(hl), REDLOCK_OK);
+    redlock_lock_free(l);
+    redlock_lock_free(hl);
+    redlock_client_free(c);
+    redlock_client_free(holder);
+}
+END_TEST
+
+/* Nothing listening anywhere: an acquire that would wait forever ends with
+ * ENO_QUORUM after the unavailable timeout. It used to retry forever. */
+START_TEST(test_unavailable_quorum_ends_forever_wait)
+{
+    const char *uris[3];
+    char u[3][64];
+    redlock_options o;
+    redlock_client *c = NULL;
+    redlock_lock *l;
+    int64_t t0, took;
+    int i, rc;
+
+    for (i = 0; i < 3; i++) {
+        /* The fixture's ports below the plain nodes are free by design. */
+        snprintf(u[i], sizeof(u[i]), "redis://127.0.0.1:%d",
+                 rig_get_int("PLAIN_BASE_PORT") - 3 + i);
+        uris[i] = u[i];
+    }
+    memset(&o, 0, sizeof(o));
+    o.unavailable_timeout_ms = 700;
+    ck_assert_int_eq(redlock_client_new(&c, uris, 3, &o), REDLOCK_OK);
+    ck_assert_int_eq(redlock_lock_new(c, "deliv:unavailable", NULL, &l), REDLOCK_OK);
+    t0 = rig_now_ms();
+    rc = redlock_acquire_as(l, 7, -1, 30000);
+    took = rig_now_ms() - t0;
+    ck_assert_int_eq(rc, REDLOCK_ENO_QUORUM);
+    ck_assert_msg(strstr(redlock_last_error(), "reachable for 700 ms") != NULL, "%s",
+                  redlock_last_error());
+    ck_assert_int_ge(took, 700);
+    ck_assert_int_lt(took, 3000);
+    redlock_lock_free(l);
+    redlock_client_free(c);
+}
+END_TEST
+
+typedef struct log_capture {
+    int warnings;
+    char last[512];
+} log_capture;
+
+static void capture(void *ud, redlock_log_level level, const char *msg)
+{
+    log_capture *lc = ud;
+
+    if (level == REDLOCK_LOG_WARN && strstr(msg, "for good")) {
+        lc->warnings++;
+        snprintf(lc->last, sizeof(lc->last), "%s", msg);
+    }
+}
+
+static void set_string_on(size_t node, const char *key)
+{
+    redisContext *ctx = node_conn(node);
+    const char *argv[3] = {"SET", key, "not-a-lock"};
+
+    freeReplyObject(cmd(ctx, 3, argv));
+    redisFree(ctx);
+}
+
+/* A lock name that holds a string on a majority: ECONFIG at once, not an
+ * endless wait. On one node only: a single warning, and the lock works. */
+START_TEST(test_wrong_type_fails_fast)
+{
+    redlock_options o;
+    redlock_client *c = NULL;
+    redlock_lock *l;
+    log_capture lc;
+    char name[96];
+    int64_t t0;
+    size_t i;
+    int warned;
+
+    memset(&lc, 0, sizeof(lc));
+    memset(&o, 0, sizeof(o));
+    o.log_fn = capture;
+    o.log_userdata = &lc;
+    ck_assert_int_eq(redlock_client_new(&c, rig_plain_uris(), N_NODES, &o), REDLOCK_OK);
+
+    rig_unique_name(name, sizeof(name), "deliv", "wrongtype");
+    for (i = 0; i < 3; i++)
+        set_string_on(i, name);
+    ck_assert_int_eq(redlock_lock_new(c, name, NULL, &l), REDLOCK_OK);
+    t0 = rig_now_ms();
+    ck_assert_int_eq(redlock_acquire_as(l, 7, -1, 30000), REDLOCK_ECONFIG);
+    ck_assert_int_lt(rig_now_ms() - t0, 1000);
+    ck_assert_msg(strstr(redlock_last_error(), "WRONGTYPE") != NULL, "%s", redlock_last_error());
+    redlock_lock_free(l);
+    warned = lc.warnings; /* once per refusing node met so far */
+    ck_assert_int_ge(warned, 1);
+    ck_assert_int_le(warned, 3);
+
+    rig_unique_name(name, sizeof(name), "deliv", "wrongtype1");
+    set_string_on(4, name);
+    ck_assert_int_eq(redlock_lock_new(c, name, NULL, &l), REDLOCK_OK);
+    for (i = 0; i < 3; i++) {
+        ck_assert_int_eq(redlock_acquire_as(l, 7, 0, 30000), REDLOCK_OK);
+        ck_assert_int_eq(redlock_unlock_as(l, 7), REDLOCK_OK);
+    }
+    ck_assert_int_eq(lc.warnings, warned + 1);
+    ck_assert_msg(strstr(lc.last, "WRONGTYPE") != NULL, "%s", lc.last);
+    redlock_lock_free(l);
+    redlock_client_free(c);
+}
+END_TEST
+
 static void heal(void)
 {
     rig_heal(N_NODES);
@@ -468,6 +634,9 @@ int main(void)
     ADD_CASE(s, test_unlock_then_free_cold_caches, 60);
     ADD_CASE(s, test_failed_attempt_then_free, 60);
     ADD_CASE(s, test_bulk_release_frozen_node, 120);
+    ADD_CASE(s, test_cancel_ends_a_waiter, 30);
+    ADD_CASE(s, test_unavailable_quorum_ends_forever_wait, 30);
+    ADD_CASE(s, test_wrong_type_fails_fast, 30);
     sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);
     failed = srunner_ntests_failed(sr);

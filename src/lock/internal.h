@@ -10,6 +10,7 @@
 #include "transport/conn.h"
 #include "transport/net.h"
 #include "transport/transport.h"
+#include "lock/keys.h"
 
 #define REDLOCK__MAX_NODES 64
 #define REDLOCK__MAX_NAME 65536
@@ -153,15 +154,6 @@ int redlock__client_new_with_transport(redlock_client **out, size_t n_nodes,
                                        const redlock__transport *tp);
 
 /* lock.c */
-typedef enum redlock__key_kind {
-    REDLOCK__KEY_LATCH_PREFIX = 1, /* "redlock_latch:{NAME}:" */
-    REDLOCK__KEY_TOKEN,            /* "redisson_lock_token:{NAME}" */
-    REDLOCK__KEY_CHANNEL,          /* "redisson_lock__channel:{NAME}" */
-    REDLOCK__KEY_GEN               /* "redlock_gen:{NAME}" */
-} redlock__key_kind;
-const char *redlock__key(const redlock__lock_member *m, redlock__key_kind kind);
-/* The reserved prefix name starts with (no lock name may), or NULL. */
-const char *redlock__reserved_prefix(const char *name);
 redlock_member_report *redlock__report_begin(redlock_lock *l);
 /* A generation as the scripts write it: exactly REDLOCK__GEN_LEN lowercase
  * hex digits (a request id). */
@@ -184,6 +176,7 @@ typedef struct redlock__attempt_result {
      * (validity_ms already counts the elapsed time from t0). */
     int64_t valid_until_ns;
     uint64_t token;      /* fencing token on a fresh fenced grant */
+    int fence_confirmed; /* members that stored it (phase 2) */
     int reentry;         /* every grant was a re-entry */
     int permanent;       /* members refusing for good (auth, TLS, config) */
     int permanent_err;   /* the code of one such refusal */

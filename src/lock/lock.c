@@ -9,104 +9,9 @@
 
 #include "core/error.h"
 #include "core/util.h"
+#include "lock/decide.h"
 #include "lock/internal.h"
-
-#define LATCH_PREFIX "redlock_latch:{"
-#define TOKEN_PREFIX "redisson_lock_token:{"
-#define CHANNEL_PREFIX "redisson_lock__channel:{"
-#define GEN_PREFIX "redlock_gen:{"
-
-/* A member's block: the name, then each key of redlock__key_kind in order,
- * each NUL-terminated. Members with the same name (a RedLock) share one.
- * `fixed` is the key's length without the name, so finding a key (done for
- * every member of every lock on each watchdog tick) never measures strings. */
-#define KEY_FORMAT(prefix, suffix) {prefix "%s" suffix, sizeof(prefix suffix) - 1}
-static const struct {
-    const char *format;
-    size_t fixed;
-} key_formats[] = {
-    KEY_FORMAT("", ""),
-    KEY_FORMAT(LATCH_PREFIX, "}:"),
-    KEY_FORMAT(TOKEN_PREFIX, "}"),
-    KEY_FORMAT(CHANNEL_PREFIX, "}"),
-    KEY_FORMAT(GEN_PREFIX, "}"),
-};
-#define N_KEY_FORMATS (sizeof(key_formats) / sizeof(key_formats[0]))
-
-static size_t key_size(size_t i, size_t name_len)
-{
-    return key_formats[i].fixed + name_len + 1;
-}
-
-const char *redlock__key(const redlock__lock_member *m, redlock__key_kind kind)
-{
-    const char *p = m->name;
-    size_t i;
-
-    for (i = 0; i < (size_t)kind; i++)
-        p += key_size(i, m->name_len);
-    return p;
-}
-
-static int member_keys(redlock__lock_member *m, const char *name)
-{
-    size_t name_len = strlen(name), total = 0, i;
-    char *p;
-
-    for (i = 0; i < N_KEY_FORMATS; i++)
-        total += key_size(i, name_len);
-    if (!(p = malloc(total)))
-        return REDLOCK_ENOMEM;
-    m->name = p;
-    m->name_len = (uint32_t)name_len;
-    m->owns_keys = 1;
-    for (i = 0; i < N_KEY_FORMATS; i++)
-        p += snprintf(p, key_size(i, name_len), key_formats[i].format, name) + 1;
-    return REDLOCK_OK;
-}
-
-static void share_keys(redlock__lock_member *m, const redlock__lock_member *from)
-{
-    m->name = from->name;
-    m->name_len = from->name_len;
-    m->owns_keys = 0;
-}
-
-/*
- * Every key derived from a lock name starts with one of these prefixes, and
- * no lock name may: so no lock can be (or overwrite) another lock's
- * companion key, whatever its name. The release channel is not a key and
- * is Redisson's, so it is not reserved.
- */
-static const char *const reserved_prefixes[] = {LATCH_PREFIX, TOKEN_PREFIX, GEN_PREFIX};
-
-const char *redlock__reserved_prefix(const char *name)
-{
-    size_t i;
-
-    for (i = 0; i < sizeof(reserved_prefixes) / sizeof(reserved_prefixes[0]); i++)
-        if (strncmp(name, reserved_prefixes[i], strlen(reserved_prefixes[i])) == 0)
-            return reserved_prefixes[i];
-    return NULL;
-}
-
-static int check_name(const char *name)
-{
-    const char *prefix;
-    size_t len;
-
-    if (!name || !*name)
-        return redlock__fail(REDLOCK_EINVAL, "lock name is empty");
-    len = strnlen(name, REDLOCK__MAX_NAME + 1);
-    if (len > REDLOCK__MAX_NAME)
-        return redlock__fail(REDLOCK_EINVAL, "lock name longer than %d bytes",
-                             REDLOCK__MAX_NAME);
-    if ((prefix = redlock__reserved_prefix(name)) != NULL)
-        return redlock__fail(REDLOCK_EINVAL,
-                             "lock names may not start with '%s': the library keeps "
-                             "each lock's own keys under that prefix", prefix);
-    return REDLOCK_OK;
-}
+#include "lock/keys.h"
 
 void redlock_lock_free(redlock_lock *l)
 {
@@ -151,7 +56,7 @@ int redlock_multilock_new(redlock_client *c, const redlock_member *members, size
         if (members[i].node >= c->n_nodes)
             return redlock__fail(REDLOCK_EINVAL, "member %zu: node %zu out of range (%zu nodes)",
                                  i, members[i].node, c->n_nodes);
-        if ((rc = check_name(members[i].name)) != REDLOCK_OK)
+        if ((rc = redlock__check_name(members[i].name)) != REDLOCK_OK)
             return rc;
     }
     l = calloc(1, sizeof(*l));
@@ -173,8 +78,8 @@ int redlock_multilock_new(redlock_client *c, const redlock_member *members, size
             if (strcmp(l->members[j].name, members[i].name) == 0)
                 break;
         if (j < i) {
-            share_keys(m, &l->members[j]);
-        } else if (member_keys(m, members[i].name) != REDLOCK_OK) {
+            redlock__share_keys(m, &l->members[j]);
+        } else if (redlock__member_keys(m, members[i].name) != REDLOCK_OK) {
             redlock_lock_free(l);
             return redlock__fail(REDLOCK_ENOMEM, "out of memory");
         }
@@ -195,7 +100,7 @@ int redlock_lock_new(redlock_client *c, const char *name, const redlock_lock_opt
     *out = NULL;
     if (!c)
         return redlock__fail(REDLOCK_EINVAL, "client is NULL");
-    if ((rc = check_name(name)) != REDLOCK_OK)
+    if ((rc = redlock__check_name(name)) != REDLOCK_OK)
         return rc;
     for (i = 0; i < c->n_nodes; i++) {
         members[i].node = i;
@@ -481,25 +386,16 @@ static int64_t backoff_until(int64_t now, int64_t attempt_ns, int losses, int64_
  */
 static int check_lease(const redlock_client *c, int64_t lease_ms)
 {
-    int64_t drift_ms = (int64_t)((double)lease_ms * c->drift_factor) + 2;
-    int64_t floor_ms = drift_ms + 2 * redlock__node_timeout_ns(c, lease_ms) / REDLOCK__NS_PER_MS;
+    int64_t timeout_ms = redlock__node_timeout_ns(c, lease_ms) / REDLOCK__NS_PER_MS;
 
-    if (lease_ms <= floor_ms)
+    if (redlock__lease_too_short(lease_ms, c->drift_factor, timeout_ms))
         return redlock__fail(REDLOCK_EINVAL,
                              "lease of %lld ms is too short: it must exceed the drift "
                              "(%lld ms) plus two node timeouts (%lld ms)",
-                             (long long)lease_ms, (long long)drift_ms,
-                             (long long)(floor_ms - drift_ms));
+                             (long long)lease_ms,
+                             (long long)redlock__drift_ms(lease_ms, c->drift_factor),
+                             (long long)(2 * timeout_ms));
     return REDLOCK_OK;
-}
-
-/* Nonzero when permanent refusals (wrong password, TLS verification, wrong
- * type, bad db) leave fewer members than a quorum that could still grant:
- * waiting cannot fix that. (A lone refusing member is logged once, by
- * health.c, whichever call meets it.) */
-static int refused_for_good(const redlock_lock *l, const redlock__attempt_result *res)
-{
-    return res->permanent > 0 && (int)l->n - res->permanent < l->quorum;
 }
 
 /* Whether no quorum has been reachable for the client's unavailable
@@ -575,11 +471,9 @@ int redlock_acquire_as(redlock_lock *l, uint64_t owner, int64_t wait_ms, int64_t
             redlock__stat_add(&c->stats.busy, 1);
         else if (rc == REDLOCK_ENO_QUORUM)
             redlock__stat_add(&c->stats.no_quorum, 1);
-        if (refused_for_good(l, &res)) {
-            rc = res.permanent_err;
-            break;
-        }
-        if (rc != REDLOCK_EBUSY && rc != REDLOCK_ENO_QUORUM && rc != REDLOCK_ETIMEOUT)
+        /* Refusals for good (auth, TLS, config) that leave no quorum end
+         * here: the attempt already returned their code. */
+        if (!redlock__attempt_retryable(rc))
             break;
         now = ops->now_ns(c->tp.ctx);
         if (redlock__canceled(c)) {
@@ -591,10 +485,7 @@ int redlock_acquire_as(redlock_lock *l, uint64_t owner, int64_t wait_ms, int64_t
             break;
         }
         if (wait_ms == 0 || now >= deadline) {
-            if (wait_ms != 0 && rc != REDLOCK_ENO_QUORUM)
-                rc = REDLOCK_ETIMEOUT;
-            if (wait_ms == 0 && rc == REDLOCK_ETIMEOUT)
-                rc = REDLOCK_EBUSY;
+            rc = redlock__wait_outcome(rc, wait_ms);
             break;
         }
         if (!watched && !c->disable_pubsub) {
@@ -647,6 +538,11 @@ int redlock_acquire_as(redlock_lock *l, uint64_t owner, int64_t wait_ms, int64_t
                              l->members[0].name, res.permanent, l->n, l->quorum,
                              *first_failure(l) ? "; " : "", first_failure(l));
     case REDLOCK_ENO_QUORUM:
+        if (res.granted >= l->quorum && l->fencing)
+            return redlock__fail(rc, "lock '%s': granted, but too few members stored the "
+                                 "fencing token (%d confirmed of %zu, quorum is %d)%s%s",
+                                 l->members[0].name, res.fence_confirmed, l->n, l->quorum,
+                                 *first_failure(l) ? "; " : "", first_failure(l));
         if (unavailable)
             return redlock__fail(rc, "lock '%s': no quorum of nodes reachable for %lld ms: "
                                  "%d of %zu members failed, quorum is %d%s%s",
@@ -691,6 +587,7 @@ int redlock_try_lock_for(redlock_lock *l, int64_t wait_ms, int64_t lease_ms)
 
 int redlock_unlock_as(redlock_lock *l, uint64_t owner)
 {
+    redlock__unlock_tally outcome;
     redlock_client *c;
     char field[64];
     redlock__gens gens[REDLOCK__MAX_NODES];
@@ -760,23 +657,28 @@ int redlock_unlock_as(redlock_lock *l, uint64_t owner)
     /* Without a hold recorded in this handle, only a quorum of our fields
      * proves ownership: fragments left by a lost or failed hold are cleaned
      * up above, but do not make the caller an owner. */
-    if (expired)
-        return redlock__fail(REDLOCK_ELOST, "lock '%s': validity ended before unlock",
-                             l->members[0].name);
-    if ((ours && released + decremented > 0) ||
-        (!ours && released + decremented >= l->quorum)) {
+    outcome.quorum = l->quorum;
+    outcome.ours = ours;
+    outcome.expired = expired;
+    outcome.released = released;
+    outcome.decremented = decremented;
+    outcome.not_held = not_held;
+    switch (redlock__unlock_outcome(&outcome)) {
+    case REDLOCK_OK:
         redlock__stat_add(&c->stats.released, 1);
         return REDLOCK_OK;
-    }
-    if (ours && not_held > 0)
-        return redlock__fail(REDLOCK_ELOST, "lock '%s' expired before unlock",
+    case REDLOCK_ELOST:
+        return redlock__fail(REDLOCK_ELOST, expired ? "lock '%s': validity ended before unlock"
+                                                    : "lock '%s' expired before unlock",
                              l->members[0].name);
-    if (not_held == 0)
+    case REDLOCK_ENO_QUORUM:
         return redlock__fail(REDLOCK_ENO_QUORUM, "lock '%s': no member answered the release%s%s",
                              l->members[0].name, *first_failure(l) ? "; " : "",
                              first_failure(l));
-    return redlock__fail(REDLOCK_ENOT_OWNER, "lock '%s' is not held by this owner",
-                         l->members[0].name);
+    default:
+        return redlock__fail(REDLOCK_ENOT_OWNER, "lock '%s' is not held by this owner",
+                             l->members[0].name);
+    }
 }
 
 int redlock_unlock(redlock_lock *l)

@@ -21,16 +21,6 @@ void redlock__plan_free(redlock__plan *p)
     memset(p, 0, sizeof(*p));
 }
 
-char *redlock__latch_key(const redlock__lock_member *m, const char *request_id)
-{
-    size_t len = strlen(redlock__key(m, REDLOCK__KEY_LATCH_PREFIX)) + strlen(request_id) + 1;
-    char *key = malloc(len);
-
-    if (key)
-        snprintf(key, len, "%s%s", redlock__key(m, REDLOCK__KEY_LATCH_PREFIX), request_id);
-    return key;
-}
-
 int redlock__plan_build(redlock__plan *p, const redlock_lock *l,
                         const unsigned char *include, int script, int nkeys, int argc,
                         redlock__plan_fill fill, void *ud, int64_t deadline_ns)

@@ -37,7 +37,5 @@ static inline size_t redlock__plan_member(const redlock__plan *p, size_t batch,
     return p->member[p->batch_start[batch] + call];
 }
 
-/* "<prefix><id>": a latch key unique to one request. */
-char *redlock__latch_key(const redlock__lock_member *m, const char *request_id);
 
 #endif

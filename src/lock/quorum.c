@@ -10,6 +10,7 @@
 
 #include "core/error.h"
 #include "core/util.h"
+#include "lock/decide.h"
 #include "lock/internal.h"
 #include "lock/plan.h"
 #include "resp/scripts.h"
@@ -152,7 +153,7 @@ static int on_acquire_reply(void *ud, size_t batch, size_t call, int err,
     a->pending--;
     /* Decide as soon as the outcome is certain: a quorum of grants, or too
      * few members left to reach one. Stragglers are abandoned. */
-    return a->granted >= q || a->granted + a->pending < q;
+    return redlock__fanout_settled(a->granted, a->pending, q);
 }
 
 typedef struct simple_ctx {
@@ -242,7 +243,7 @@ static int on_simple_reply(void *ud, size_t batch, size_t call, int err,
             note_failure(rep, REDLOCK_EPROTO, "unexpected reply to a release", NULL);
     }
     s->pending--;
-    return s->stop_at > 0 && (s->ok >= s->stop_at || s->ok + s->pending < s->stop_at);
+    return s->stop_at > 0 && redlock__fanout_settled(s->ok, s->pending, s->stop_at);
 }
 
 /* Hands members that did not answer to the background, so the caller
@@ -413,6 +414,8 @@ int redlock__attempt(redlock_lock *l, const char *field, int64_t lease_ms, int r
     const redlock__transport_ops *ops = c->tp.ops;
     acquire_ctx a;
     redlock__plan p;
+    redlock__tally tally;
+    redlock__fence fence = REDLOCK__FENCE_NONE;
     char request_id[33];
     int64_t t0, deadline, elapsed_ms, drift_ms;
     int rc;
@@ -461,7 +464,7 @@ int redlock__attempt(redlock_lock *l, const char *field, int64_t lease_ms, int r
     }
 
     elapsed_ms = (ops->now_ns(c->tp.ctx) - t0) / REDLOCK__NS_PER_MS;
-    drift_ms = (int64_t)((double)lease_ms * c->drift_factor) + 2;
+    drift_ms = redlock__drift_ms(lease_ms, c->drift_factor);
     res->granted = a.granted;
     res->busy = a.busy;
     res->failed = a.failed;
@@ -470,29 +473,30 @@ int redlock__attempt(redlock_lock *l, const char *field, int64_t lease_ms, int r
     res->valid_until_ns = t0 + (lease_ms - drift_ms) * REDLOCK__NS_PER_MS;
     res->reentry = !a.fresh;
     if (a.granted >= l->quorum && res->validity_ms > 0 && l->fencing && a.fresh) {
-        if (fence_store(l, field, a.token, a.answer, lease_ms, res->valid_until_ns) <
-            l->quorum) {
-            res->granted = 0;
-            res->failed = (int)l->n;
-        } else {
+        res->fence_confirmed =
+            fence_store(l, field, a.token, a.answer, lease_ms, res->valid_until_ns);
+        fence = res->fence_confirmed >= l->quorum ? REDLOCK__FENCE_CONFIRMED
+                                                  : REDLOCK__FENCE_SHORT;
+        if (fence == REDLOCK__FENCE_CONFIRMED) {
             res->token = a.token;
             elapsed_ms = (ops->now_ns(c->tp.ctx) - t0) / REDLOCK__NS_PER_MS;
             res->validity_ms = lease_ms - elapsed_ms - drift_ms;
         }
     }
-    if (res->granted >= l->quorum && res->validity_ms > 0) {
-        free(a.answer);
-        return REDLOCK_OK;
-    }
-    /* Failed: undo on every member that may have granted, including those
-     * that timed out or were never heard from. */
-    abort_attempt(l, field, request_id, lease_ms, a.answer);
+    tally.n = (int)l->n;
+    tally.quorum = l->quorum;
+    tally.granted = a.granted;
+    tally.busy = a.busy;
+    tally.failed = a.failed;
+    tally.permanent = res->permanent;
+    tally.permanent_err = res->permanent_err;
+    rc = redlock__attempt_outcome(&tally, res->validity_ms, fence);
+    if (rc != REDLOCK_OK)
+        /* Failed: undo on every member that may have granted, including
+         * those that timed out or were never heard from. */
+        abort_attempt(l, field, request_id, lease_ms, a.answer);
     free(a.answer);
-    if (a.granted >= l->quorum)
-        return REDLOCK_ETIMEOUT; /* granted, but too slowly to be valid */
-    if (a.granted + a.busy >= l->quorum || (a.busy > 0 && a.failed == 0))
-        return REDLOCK_EBUSY;
-    return a.busy > (int)l->n - l->quorum ? REDLOCK_EBUSY : REDLOCK_ENO_QUORUM;
+    return rc;
 }
 
 int redlock__release_members(redlock_lock *l, const char *field, const redlock__gens *gens,

@@ -13,6 +13,7 @@
 
 #include "core/error.h"
 #include "core/util.h"
+#include "lock/decide.h"
 #include "lock/internal.h"
 #include "resp/scripts.h"
 
@@ -29,6 +30,15 @@ struct redlock__pending {
     int64_t next_try_ns;
 };
 
+/* A member's answer to its renewal. */
+typedef enum renew_answer {
+    ANSWER_NONE = 0,
+    ANSWER_RENEWED,  /* our field was there */
+    ANSWER_OTHER,    /* someone else holds the key */
+    ANSWER_VANISHED, /* the key is gone */
+    ANSWER_FAILED    /* no usable answer */
+} renew_answer;
+
 typedef struct held {
     redlock_lock *l;
     char field[64];
@@ -37,7 +47,7 @@ typedef struct held {
     int64_t validity_end_ns;
     int64_t acquired_ns;
     int genuine, other, vanished, failed;
-    unsigned char *member_answer; /* 1 renewed, 2 other, 3 vanished, 4 failed */
+    unsigned char *member_answer; /* renew_answer per member */
 } held;
 
 typedef struct tick_call {
@@ -317,16 +327,16 @@ static int on_tick_reply(void *ud, size_t batch, size_t call, int err, const cha
         return 0;
     }
     if (err || r->type != REDIS_REPLY_INTEGER) {
-        tag->h->member_answer[tag->member] = 4;
+        tag->h->member_answer[tag->member] = ANSWER_FAILED;
         tag->h->failed++;
     } else if (r->integer == 1) {
-        tag->h->member_answer[tag->member] = 1;
+        tag->h->member_answer[tag->member] = ANSWER_RENEWED;
         tag->h->genuine++;
     } else if (r->integer == -2) {
-        tag->h->member_answer[tag->member] = 3;
+        tag->h->member_answer[tag->member] = ANSWER_VANISHED;
         tag->h->vanished++;
     } else {
-        tag->h->member_answer[tag->member] = 2;
+        tag->h->member_answer[tag->member] = ANSWER_OTHER;
         tag->h->other++;
     }
     return 0;
@@ -339,11 +349,11 @@ static int judge(redlock_client *c, held *h, int64_t t_tick, int64_t now,
                  unsigned char *restore, redlock__gens *gens)
 {
     redlock_lock *l = h->l;
-    int64_t drift_ns = ((int64_t)((double)h->lease_ms * c->drift_factor) + 2) *
-                       REDLOCK__NS_PER_MS;
     int64_t lease_ns = h->lease_ms * REDLOCK__NS_PER_MS;
+    int64_t drift_ns = redlock__drift_ms(h->lease_ms, c->drift_factor) * REDLOCK__NS_PER_MS;
     int64_t retry = lease_ns / 10 < 500 * REDLOCK__NS_PER_MS ? lease_ns / 10
                                                                : 500 * REDLOCK__NS_PER_MS;
+    redlock__renewal r;
     int reason = 0;
     size_t m;
 
@@ -355,24 +365,32 @@ static int judge(redlock_client *c, held *h, int64_t t_tick, int64_t now,
         pthread_mutex_unlock(&l->mu);
         return 0;
     }
-    if (c->max_hold_ms > 0 && now - h->acquired_ns >= c->max_hold_ms * REDLOCK__NS_PER_MS) {
-        reason = REDLOCK_ETIMEOUT;
-    } else if (h->genuine >= l->quorum && now - t_tick < lease_ns - drift_ns) {
-        /* Validity counts from the tick's start: the renewals may have
-         * been applied at any moment after it. */
+    memset(&r, 0, sizeof(r));
+    r.n = (int)l->n;
+    r.quorum = l->quorum;
+    r.genuine = h->genuine;
+    r.other = h->other;
+    r.vanished = h->vanished;
+    r.tick_ns = t_tick;
+    r.now_ns = now;
+    r.lease_ms = h->lease_ms;
+    r.drift_ms = drift_ns / REDLOCK__NS_PER_MS;
+    r.validity_end_ns = l->validity_end_ns;
+    r.retry_ns = retry;
+    r.held_ns = now - h->acquired_ns;
+    r.max_hold_ns = c->max_hold_ms * REDLOCK__NS_PER_MS;
+    switch (redlock__renewal_verdict(&r, &reason)) {
+    case REDLOCK__VERDICT_RENEWED:
         l->validity_end_ns = t_tick + lease_ns - drift_ns;
         l->next_renew_ns = t_tick + lease_ns / 3;
         for (m = 0; m < l->n; m++)
-            restore[m] = h->member_answer[m] == 3;
-    } else if (h->other + h->vanished > (int)l->n - l->quorum) {
-        reason = REDLOCK_ENOT_OWNER;
-    } else if (now + retry >= l->validity_end_ns) {
-        /* The next try would come after validity ends: report the loss
-         * now, while the holder can still stop in time. */
-        reason = REDLOCK_ENO_QUORUM;
-    } else {
-        /* Not enough answers yet, but still valid: try again soon. */
+            restore[m] = h->member_answer[m] == ANSWER_VANISHED;
+        break;
+    case REDLOCK__VERDICT_RETRY:
         l->next_renew_ns = now + retry;
+        break;
+    case REDLOCK__VERDICT_LOST:
+        break;
     }
     if (reason) {
         for (m = 0; m < l->n; m++)

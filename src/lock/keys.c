@@ -1,0 +1,120 @@
+/*
+ * The key namespace of a lock: every key and channel derived from a lock
+ * name, and the rule that keeps names from reaching each other's keys.
+ * The bottom of the lock layer: it knows names, nothing else.
+ */
+#include "lock/keys.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/error.h"
+#include "lock/internal.h"
+
+#define LATCH_PREFIX "redlock_latch:{"
+#define TOKEN_PREFIX "redisson_lock_token:{"
+#define CHANNEL_PREFIX "redisson_lock__channel:{"
+#define GEN_PREFIX "redlock_gen:{"
+
+/* A member's block: the name, then each key of redlock__key_kind in order,
+ * each NUL-terminated. Members with the same name (a RedLock) share one.
+ * `fixed` is the key's length without the name, so finding a key (done for
+ * every member of every lock on each watchdog tick) never measures strings. */
+#define KEY_FORMAT(prefix, suffix) {prefix "%s" suffix, sizeof(prefix suffix) - 1}
+static const struct {
+    const char *format;
+    size_t fixed;
+} key_formats[] = {
+    KEY_FORMAT("", ""),
+    KEY_FORMAT(LATCH_PREFIX, "}:"),
+    KEY_FORMAT(TOKEN_PREFIX, "}"),
+    KEY_FORMAT(CHANNEL_PREFIX, "}"),
+    KEY_FORMAT(GEN_PREFIX, "}"),
+};
+#define N_KEY_FORMATS (sizeof(key_formats) / sizeof(key_formats[0]))
+
+static size_t key_size(size_t i, size_t name_len)
+{
+    return key_formats[i].fixed + name_len + 1;
+}
+
+const char *redlock__key(const redlock__lock_member *m, redlock__key_kind kind)
+{
+    const char *p = m->name;
+    size_t i;
+
+    for (i = 0; i < (size_t)kind; i++)
+        p += key_size(i, m->name_len);
+    return p;
+}
+
+int redlock__member_keys(redlock__lock_member *m, const char *name)
+{
+    size_t name_len = strlen(name), total = 0, i;
+    char *p;
+
+    for (i = 0; i < N_KEY_FORMATS; i++)
+        total += key_size(i, name_len);
+    if (!(p = malloc(total)))
+        return REDLOCK_ENOMEM;
+    m->name = p;
+    m->name_len = (uint32_t)name_len;
+    m->owns_keys = 1;
+    for (i = 0; i < N_KEY_FORMATS; i++)
+        p += snprintf(p, key_size(i, name_len), key_formats[i].format, name) + 1;
+    return REDLOCK_OK;
+}
+
+void redlock__share_keys(redlock__lock_member *m, const redlock__lock_member *from)
+{
+    m->name = from->name;
+    m->name_len = from->name_len;
+    m->owns_keys = 0;
+}
+
+/*
+ * Every key derived from a lock name starts with one of these prefixes, and
+ * no lock name may: so no lock can be (or overwrite) another lock's
+ * companion key, whatever its name. The release channel is not a key and
+ * is Redisson's, so it is not reserved.
+ */
+static const char *const reserved_prefixes[] = {LATCH_PREFIX, TOKEN_PREFIX, GEN_PREFIX};
+
+const char *redlock__reserved_prefix(const char *name)
+{
+    size_t i;
+
+    for (i = 0; i < sizeof(reserved_prefixes) / sizeof(reserved_prefixes[0]); i++)
+        if (strncmp(name, reserved_prefixes[i], strlen(reserved_prefixes[i])) == 0)
+            return reserved_prefixes[i];
+    return NULL;
+}
+
+int redlock__check_name(const char *name)
+{
+    const char *prefix;
+    size_t len;
+
+    if (!name || !*name)
+        return redlock__fail(REDLOCK_EINVAL, "lock name is empty");
+    len = strnlen(name, REDLOCK__MAX_NAME + 1);
+    if (len > REDLOCK__MAX_NAME)
+        return redlock__fail(REDLOCK_EINVAL, "lock name longer than %d bytes",
+                             REDLOCK__MAX_NAME);
+    if ((prefix = redlock__reserved_prefix(name)) != NULL)
+        return redlock__fail(REDLOCK_EINVAL,
+                             "lock names may not start with '%s': the library keeps "
+                             "each lock's own keys under that prefix", prefix);
+    return REDLOCK_OK;
+}
+
+char *redlock__latch_key(const redlock__lock_member *m, const char *request_id)
+{
+    size_t len = strlen(redlock__key(m, REDLOCK__KEY_LATCH_PREFIX)) + strlen(request_id) + 1;
+    char *key = malloc(len);
+
+    if (key)
+        snprintf(key, len, "%s%s", redlock__key(m, REDLOCK__KEY_LATCH_PREFIX), request_id);
+    return key;
+}

@@ -1,0 +1,35 @@
+/* The key namespace of a lock (keys.c). */
+#ifndef REDLOCK_LOCK_KEYS_H
+#define REDLOCK_LOCK_KEYS_H
+
+#include <stdint.h>
+
+struct redlock__lock_member;
+
+/* Which key of a lock's block (the name comes first, then these). */
+typedef enum redlock__key_kind {
+    REDLOCK__KEY_LATCH_PREFIX = 1, /* "redlock_latch:{NAME}:" */
+    REDLOCK__KEY_TOKEN,            /* "redisson_lock_token:{NAME}" */
+    REDLOCK__KEY_CHANNEL,          /* "redisson_lock__channel:{NAME}" */
+    REDLOCK__KEY_GEN               /* "redlock_gen:{NAME}" */
+} redlock__key_kind;
+
+/* A key of m's block; no allocation, no string measuring. */
+const char *redlock__key(const struct redlock__lock_member *m, redlock__key_kind kind);
+
+/* Builds m's block for name (REDLOCK_OK or REDLOCK_ENOMEM); m owns it. */
+int redlock__member_keys(struct redlock__lock_member *m, const char *name);
+/* m uses from's block (the same name on another node). */
+void redlock__share_keys(struct redlock__lock_member *m, const struct redlock__lock_member *from);
+
+/* The reserved prefix name starts with (no lock name may), or NULL. */
+const char *redlock__reserved_prefix(const char *name);
+/* REDLOCK_OK, or REDLOCK_EINVAL with a message: empty, too long, or a
+ * reserved prefix (see redlock_lock_new in the public header). */
+int redlock__check_name(const char *name);
+
+/* "<latch prefix><request id>": a latch key unique to one request
+ * (malloc'd; NULL when out of memory). */
+char *redlock__latch_key(const struct redlock__lock_member *m, const char *request_id);
+
+#endif

@@ -131,7 +131,7 @@ typedef struct cli_pgroup {
     pid_t pgid;               /* the command's pid, which leads its group */
     pid_t watcher;            /* kills the group if redlock dies */
     int watcher_fd;           /* our end of the watcher's socket, or -1 */
-    int tty;                  /* the terminal handed to the group, or -1 */
+    int tty;                  /* stdin if it is a terminal, else -1 */
 } cli_pgroup;
 
 /*
@@ -148,10 +148,11 @@ pid_t cli_pgroup_spawn(cli_pgroup *pg, char **cmd, int64_t grace_ms, void (*chil
 void cli_pgroup_signal(const cli_pgroup *pg, int sig);
 /* Whether any process is left in the group. */
 int cli_pgroup_alive(const cli_pgroup *pg);
-/* The group leader was stopped (waitpid WUNTRACED): on a terminal, stop
- * redlock's own job like the terminal would have, and continue the
- * command when the job is continued. */
-void cli_pgroup_stopped(const cli_pgroup *pg);
+/* The group leader was stopped by sig (waitpid WUNTRACED, when tty >= 0):
+ * a stop for the terminal gets it the terminal if redlock's job has it;
+ * otherwise redlock stops its own job like the terminal would have, and
+ * continues the command when the job is continued. */
+void cli_pgroup_stopped(const cli_pgroup *pg, int sig);
 /* Takes the terminal back and dismisses the watcher. */
 void cli_pgroup_finish(cli_pgroup *pg);
 

@@ -476,9 +476,12 @@ static int note_members(waiter *w)
  * library, so a wait in slices ends like one call would. */
 static int acquire(waiter *w, const exec_opts *o, char *why, size_t cap)
 {
-    int64_t start = cli_now_ns(), unavailable_since = 0;
-    int64_t deadline = o->wait_ms < 0 ? -1 : start + o->wait_ms * 1000000;
+    int64_t start = cli_now_ns(), unavailable_since = 0, deadline = -1;
     int slice = 1, rc;
+
+    /* A --wait beyond the clock's range (centuries) is forever. */
+    if (o->wait_ms >= 0 && o->wait_ms < (INT64_MAX - start) / 1000000)
+        deadline = start + o->wait_ms * 1000000;
 
     for (;;) {
         int64_t t0 = cli_now_ns(), now, left = -1, w_ms;
@@ -604,7 +607,7 @@ static void act_on_loss(supervisor *s, const char *why)
  * on a loss. Returns the leader's wait status. */
 static int supervise(supervisor *s)
 {
-    /* Stops are followed only when the command has the terminal. */
+    /* Stops matter only on a terminal (see pgroup.c). */
     int flags = WNOHANG | (s->pg.tty >= 0 ? WUNTRACED : 0);
 
     for (;;) {
@@ -617,7 +620,7 @@ static int supervise(supervisor *s)
 
         r = waitpid(s->child, &status, flags);
         if (r == s->child && WIFSTOPPED(status)) {
-            cli_pgroup_stopped(&s->pg);
+            cli_pgroup_stopped(&s->pg, WSTOPSIG(status));
             continue;
         }
         if (r == s->child)

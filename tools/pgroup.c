@@ -127,18 +127,21 @@ static int start_watcher(cli_pgroup *pg, int64_t grace_ms)
     return 0;
 }
 
-/* Stdin, if it is the terminal and redlock leads the terminal's
- * foreground process group, i.e. it was started as a job of an
- * interactive shell: the command gets the terminal for its own group, or
- * it would be stopped (SIGTTIN) as soon as it reads from it. Otherwise -1:
- * redlock is one of several processes of a job (a script, the demo's
- * workers), and handing the terminal to one of them would take Ctrl-C
- * away from the others. */
-static int foreground_tty(void)
+/*
+ * The terminal. A command in a process group of its own is in the
+ * background of the terminal: reading from it stops the command
+ * (SIGTTIN), and Ctrl-C and Ctrl-Z reach redlock's group, not the
+ * command's. So while redlock's job has the terminal, the command gets
+ * it: at once if redlock leads its own group (a job of an interactive
+ * shell), or when the command first stops for it otherwise (redlock in a
+ * script, or one of the demo's workers, where taking the terminal at once
+ * would take Ctrl-C away from the other processes of the job). A stop
+ * from the terminal is passed on to redlock's job, so the shell sees it
+ * and fg/bg work.
+ */
+static int in_foreground(int tty)
 {
-    if (!isatty(STDIN_FILENO) || getpgrp() != getpid() || tcgetpgrp(STDIN_FILENO) != getpgrp())
-        return -1;
-    return STDIN_FILENO;
+    return tty >= 0 && tcgetpgrp(tty) == getpgrp();
 }
 
 pid_t cli_pgroup_spawn(cli_pgroup *pg, char **cmd, int64_t grace_ms, void (*child_setup)(void),
@@ -148,10 +151,12 @@ pid_t cli_pgroup_spawn(cli_pgroup *pg, char **cmd, int64_t grace_ms, void (*chil
     char byte = 'g';
     pid_t pid;
     ssize_t n;
+    int handoff;
 
     memset(pg, 0, sizeof(*pg));
     pg->watcher_fd = -1;
-    pg->tty = foreground_tty();
+    pg->tty = isatty(STDIN_FILENO) ? STDIN_FILENO : -1;
+    handoff = getpgrp() == getpid() && in_foreground(pg->tty);
     *exec_errno = 0;
     if (start_watcher(pg, grace_ms) != 0)
         return -1;
@@ -165,7 +170,7 @@ pid_t cli_pgroup_spawn(cli_pgroup *pg, char **cmd, int64_t grace_ms, void (*chil
     pid = fork();
     if (pid == 0) {
         setpgid(0, 0);
-        if (pg->tty >= 0)
+        if (handoff)
             tcsetpgrp(pg->tty, getpid());
         close(go[1]);
         close(errp[0]);
@@ -190,7 +195,7 @@ pid_t cli_pgroup_spawn(cli_pgroup *pg, char **cmd, int64_t grace_ms, void (*chil
     /* Both sides set the group and the terminal, as shells do, so neither
      * order of the two processes leaves a window. */
     setpgid(pid, pid);
-    if (pg->tty >= 0)
+    if (handoff)
         tcsetpgrp(pg->tty, pid);
     pg->pgid = pid;
     if (send(pg->watcher_fd, &pg->pgid, sizeof(pg->pgid), MSG_NOSIGNAL) != sizeof(pg->pgid))
@@ -222,15 +227,25 @@ int cli_pgroup_alive(const cli_pgroup *pg)
     return pg->pgid > 1 && kill(-pg->pgid, 0) == 0;
 }
 
-void cli_pgroup_stopped(const cli_pgroup *pg)
+void cli_pgroup_stopped(const cli_pgroup *pg, int sig)
 {
-    if (pg->tty < 0)
+    /* A SIGSTOP from someone else is theirs to undo. */
+    if (pg->tty < 0 || (sig != SIGTSTP && sig != SIGTTIN && sig != SIGTTOU))
         return;
-    tcsetpgrp(pg->tty, getpgrp());
-    /* Stop our own job as the terminal would have; the shell continues
-     * it with fg or bg, and then we continue the command. */
+    if (sig != SIGTSTP && in_foreground(pg->tty)) {
+        /* The command needs the terminal, and our job has it: lend it. */
+        tcsetpgrp(pg->tty, pg->pgid);
+        kill(-pg->pgid, SIGCONT);
+        return;
+    }
+    if (tcgetpgrp(pg->tty) == pg->pgid)
+        tcsetpgrp(pg->tty, getpgrp());
+    /* Stop our own job as the terminal would have (in an orphaned group
+     * the kernel ignores this and we go on at once); the shell continues
+     * it with fg or bg, and then we continue the command, in the
+     * foreground if the job is. */
     kill(0, SIGTSTP);
-    if (tcgetpgrp(pg->tty) == getpgrp())
+    if (in_foreground(pg->tty))
         tcsetpgrp(pg->tty, pg->pgid);
     kill(-pg->pgid, SIGCONT);
 }
@@ -239,10 +254,10 @@ void cli_pgroup_finish(cli_pgroup *pg)
 {
     int i;
 
-    if (pg->tty >= 0) {
+    /* Even once the group is gone, the terminal still names it. */
+    if (pg->tty >= 0 && pg->pgid > 1 && tcgetpgrp(pg->tty) == pg->pgid)
         tcsetpgrp(pg->tty, getpgrp());
-        pg->tty = -1;
-    }
+    pg->tty = -1;
     if (pg->watcher_fd >= 0) {
         /* The byte dismisses the watcher; then reap it (bounded: a watcher
          * someone stopped is left to init). */

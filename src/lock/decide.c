@@ -31,9 +31,10 @@ int redlock__attempt_outcome(const redlock__tally *t, int64_t validity_ms,
     }
     if (t->permanent > 0 && t->n - t->permanent < t->quorum)
         return t->permanent_err;
-    if (t->granted + t->busy >= t->quorum || (t->busy > 0 && t->failed == 0))
-        return REDLOCK_EBUSY;
-    return t->busy > t->n - t->quorum ? REDLOCK_EBUSY : REDLOCK_ENO_QUORUM;
+    /* Too many members failed for any quorum: the nodes are the problem.
+     * Otherwise the attempt stopped because refusals (and the members not
+     * heard from yet) left no quorum: another owner holds it. */
+    return t->failed > t->n - t->quorum ? REDLOCK_ENO_QUORUM : REDLOCK_EBUSY;
 }
 
 int redlock__attempt_retryable(int rc)

@@ -44,7 +44,7 @@ typedef enum redlock__fence {
  *   REDLOCK_OK          a quorum granted, validity left, fencing confirmed;
  *   REDLOCK_ETIMEOUT    a quorum granted, but too late to be valid;
  *   REDLOCK_ENO_QUORUM  the fencing write-back was short of a quorum, or
- *                       too few members answered at all;
+ *                       more than N - Q members failed;
  *   EAUTH/ETLS/ECONFIG  refusals for good leave fewer than a quorum;
  *   REDLOCK_EBUSY       another owner holds it where it counts.
  */

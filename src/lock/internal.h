@@ -54,7 +54,6 @@ struct redlock_client {
     int64_t unavailable_timeout_ms;
     int canceled;                   /* redlock_client_cancel(); atomic */
     uint64_t request_seq;           /* redlock__request_id(); atomic */
-    int64_t unavailable_since_ns;   /* no quorum reachable since; 0: it is */
     unsigned char node_warned[REDLOCK__MAX_NODES]; /* refusal logged */
     redlock_log_fn log_fn;
     void *log_userdata;
@@ -130,6 +129,7 @@ struct redlock_lock {
     /* Watchdog list membership, guarded by client->wd.mu. */
     struct redlock_lock *wd_next;
     int wd_listed;
+    int64_t unavailable_since_ns;  /* no quorum reachable since (atomic) */
     int wd_pins;                   /* ticks using this lock; changed under
                                     * wd.mu, read without it by settle */
 };
@@ -163,7 +163,6 @@ void redlock__gens_add(redlock__gens *list, const char *gen);
 /* Makes list the one generation a member reported ("" : unknown). */
 void redlock__gens_set(redlock__gens *list, const char *gen);
 void redlock__gens_format(const redlock__gens *list, redlock__gens_text out);
-void redlock__hold_lost(redlock_lock *l, int reason, int notify);
 
 /* quorum.c: one acquire attempt and one release, with the fan-out. */
 typedef struct redlock__attempt_result {

@@ -10,6 +10,7 @@
 #include "core/error.h"
 #include "core/util.h"
 #include "lock/decide.h"
+#include "lock/hold.h"
 #include "lock/internal.h"
 #include "lock/keys.h"
 
@@ -181,102 +182,6 @@ static const char *first_failure(const redlock_lock *l)
     return "";
 }
 
-static int hex_digit(char ch)
-{
-    if (ch >= '0' && ch <= '9')
-        return ch - '0';
-    if (ch >= 'a' && ch <= 'f')
-        return ch - 'a' + 10;
-    return -1;
-}
-
-int redlock__gen_valid(const char *gen)
-{
-    size_t i;
-
-    for (i = 0; i < REDLOCK__GEN_LEN; i++)
-        if (hex_digit(gen[i]) < 0)
-            return 0;
-    return gen[REDLOCK__GEN_LEN] == '\0';
-}
-
-void redlock__gens_add(redlock__gens *list, const char *gen)
-{
-    unsigned char *id;
-    size_t i;
-
-    if (!redlock__gen_valid(gen))
-        return;
-    if (list->n == REDLOCK__GEN_KEEP) {
-        memmove(list->id[0], list->id[1], sizeof(list->id) - sizeof(list->id[0]));
-        list->n--;
-    }
-    id = list->id[list->n++];
-    for (i = 0; i < REDLOCK__GEN_LEN / 2; i++)
-        id[i] = (unsigned char)(hex_digit(gen[2 * i]) << 4 | hex_digit(gen[2 * i + 1]));
-}
-
-void redlock__gens_set(redlock__gens *list, const char *gen)
-{
-    list->n = 0;
-    redlock__gens_add(list, gen);
-}
-
-void redlock__gens_format(const redlock__gens *list, redlock__gens_text out)
-{
-    char *p = out;
-    size_t g;
-
-    *p = '\0';
-    for (g = 0; g < list->n; g++) {
-        if (g)
-            *p++ = ',';
-        redlock__hex_encode(list->id[g], REDLOCK__GEN_LEN / 2, p);
-        p += REDLOCK__GEN_LEN;
-    }
-}
-
-static void remember_lost(redlock_lock *l, uint64_t owner)
-{
-    l->lost_owners[l->lost_next++ % REDLOCK__LOST_MEMORY] = owner;
-}
-
-static int forget_lost(redlock_lock *l, uint64_t owner)
-{
-    size_t i;
-
-    for (i = 0; i < REDLOCK__LOST_MEMORY; i++) {
-        if (l->lost_owners[i] == owner && owner != 0) {
-            l->lost_owners[i] = 0;
-            return 1;
-        }
-    }
-    return 0;
-}
-
-/* Marks the current hold lost (called with l->mu held; drops and retakes
- * it around the callback so the callback may use other locks). */
-void redlock__hold_lost(redlock_lock *l, int reason, int notify)
-{
-    redlock_on_lost_fn fn = l->on_lost;
-    void *ud = l->on_lost_ud;
-    uint64_t owner = l->owner;
-
-    if (l->state != REDLOCK__HELD)
-        return;
-    l->state = REDLOCK__LOST;
-    l->lost_reason = reason;
-    remember_lost(l, owner);
-    redlock__stat_add(&l->client->stats.lost, 1);
-    redlock__log(l->client, REDLOCK_LOG_WARN, "lock '%s' lost by owner %llu: %s",
-                 l->members[0].name, (unsigned long long)owner, redlock_strerror(reason));
-    if (notify && fn) {
-        pthread_mutex_unlock(&l->mu);
-        fn(ud, l, owner, reason);
-        pthread_mutex_lock(&l->mu);
-    }
-}
-
 static void record_latency(redlock_client *c, int64_t ns)
 {
     int64_t us = ns / 1000;
@@ -294,38 +199,11 @@ static void hold_acquired(redlock_lock *l, uint64_t owner, const char *field,
                           const redlock__attempt_result *res)
 {
     redlock_client *c = l->client;
-    int64_t now = c->tp.ops->now_ns(c->tp.ctx);
     int listed;
-    size_t m;
 
     pthread_mutex_lock(&l->mu);
-    /* A member that answered says which hold it granted or re-entered. One
-     * that did not may still grant afresh with this request's id, or
-     * re-enter a hold of ours left there (an earlier hold whose release has
-     * not reached it yet): its release may carry any of these. Older ids
-     * never name a newer hold, so keeping them is safe. */
-    for (m = 0; m < l->n; m++) {
-        if (res->gen_reported[m])
-            redlock__gens_set(&l->members[m].gens, res->gens[m]);
-        else
-            redlock__gens_add(&l->members[m].gens, res->request_id);
-    }
-    if (l->state == REDLOCK__HELD && l->owner == owner) {
-        l->count++;
-    } else {
-        l->state = REDLOCK__HELD;
-        l->owner = owner;
-        l->count = 1;
-        l->watchdog = watchdog;
-        l->acquired_ns = now;
-        l->token = res->token;
-        redlock__copy_msg(l->field, sizeof(l->field), field);
-        forget_lost(l, owner);
-    }
-    l->lease_ms = lease_ms;
-    l->validity_end_ns = res->valid_until_ns;
-    l->next_renew_ns = now + lease_ms * REDLOCK__NS_PER_MS / 3;
-    listed = l->watchdog;
+    listed = redlock__hold_record(l, owner, field, lease_ms, watchdog, res,
+                                  c->tp.ops->now_ns(c->tp.ctx));
     pthread_mutex_unlock(&l->mu);
     if (listed)
         redlock__watchdog_add(l);
@@ -398,24 +276,26 @@ static int check_lease(const redlock_client *c, int64_t lease_ms)
     return REDLOCK_OK;
 }
 
-/* Whether no quorum has been reachable for the client's unavailable
- * timeout. The clock is the client's, shared by every acquire, so an
- * acquire that waits forever still ends on a broken node list. */
-static int unavailable_too_long(redlock_client *c, int rc, int64_t now)
+/* Whether no quorum of this lock's members has been reachable for the
+ * client's unavailable timeout. The clock is the handle's, kept across
+ * calls, so an acquire that waits forever (or a caller that waits in
+ * slices) still ends on a broken node list; other locks, with other
+ * members, do not reset it. */
+static int unavailable_too_long(redlock_lock *l, int rc, int64_t now)
 {
     int64_t since;
 
     if (rc != REDLOCK_ENO_QUORUM) {
-        __atomic_store_n(&c->unavailable_since_ns, 0, __ATOMIC_RELAXED);
+        __atomic_store_n(&l->unavailable_since_ns, 0, __ATOMIC_RELAXED);
         return 0;
     }
-    since = __atomic_load_n(&c->unavailable_since_ns, __ATOMIC_RELAXED);
+    since = __atomic_load_n(&l->unavailable_since_ns, __ATOMIC_RELAXED);
     if (since == 0) {
-        __atomic_compare_exchange_n(&c->unavailable_since_ns, &since, now, 0,
+        __atomic_compare_exchange_n(&l->unavailable_since_ns, &since, now, 0,
                                     __ATOMIC_RELAXED, __ATOMIC_RELAXED);
         return 0;
     }
-    return now - since >= c->unavailable_timeout_ms * REDLOCK__NS_PER_MS;
+    return now - since >= l->client->unavailable_timeout_ms * REDLOCK__NS_PER_MS;
 }
 
 int redlock_acquire_as(redlock_lock *l, uint64_t owner, int64_t wait_ms, int64_t lease_ms)
@@ -480,7 +360,7 @@ int redlock_acquire_as(redlock_lock *l, uint64_t owner, int64_t wait_ms, int64_t
             rc = REDLOCK_ECANCELED;
             break;
         }
-        if (unavailable_too_long(c, rc, now)) {
+        if (unavailable_too_long(l, rc, now)) {
             unavailable = 1;
             break;
         }
@@ -599,12 +479,12 @@ int redlock_unlock_as(redlock_lock *l, uint64_t owner)
         return redlock__fail(REDLOCK_EINVAL, "lock is NULL");
     c = l->client;
     pthread_mutex_lock(&l->mu);
-    if ((l->state == REDLOCK__LOST && l->owner == owner) || forget_lost(l, owner)) {
+    if ((l->state == REDLOCK__LOST && l->owner == owner) || redlock__hold_forget_lost(l, owner)) {
         int reason = l->lost_reason;
 
         if (l->state == REDLOCK__LOST && l->owner == owner)
             l->state = REDLOCK__FREE;
-        forget_lost(l, owner);
+        redlock__hold_forget_lost(l, owner);
         pthread_mutex_unlock(&l->mu);
         return redlock__fail(REDLOCK_ELOST, "lock '%s' was lost before unlock (%s)",
                              l->members[0].name, redlock_strerror(reason));

@@ -14,6 +14,7 @@
 #include "core/error.h"
 #include "core/util.h"
 #include "lock/decide.h"
+#include "lock/hold.h"
 #include "lock/internal.h"
 #include "resp/scripts.h"
 
@@ -354,6 +355,9 @@ static int judge(redlock_client *c, held *h, int64_t t_tick, int64_t now,
     int64_t retry = lease_ns / 10 < 500 * REDLOCK__NS_PER_MS ? lease_ns / 10
                                                                : 500 * REDLOCK__NS_PER_MS;
     redlock__renewal r;
+    redlock_on_lost_fn notify = NULL;
+    void *ud = NULL;
+    uint64_t owner = 0;
     int reason = 0;
     size_t m;
 
@@ -395,9 +399,15 @@ static int judge(redlock_client *c, held *h, int64_t t_tick, int64_t now,
     if (reason) {
         for (m = 0; m < l->n; m++)
             gens[m] = l->members[m].gens;
-        redlock__hold_lost(l, reason, 1);
+        owner = l->owner;
+        notify = l->state == REDLOCK__HELD ? l->on_lost : NULL;
+        ud = l->on_lost_ud;
+        redlock__hold_mark_lost(l, reason);
     }
     pthread_mutex_unlock(&l->mu);
+    /* Told outside l->mu, so the callback may use this lock and others. */
+    if (notify)
+        notify(ud, l, owner, reason);
     return reason;
 }
 

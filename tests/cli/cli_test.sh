@@ -130,7 +130,7 @@ case_busy() {
   write_trap_child
   "$REDLOCK" exec busy -- "$WORK/child.sh" "$WORK" 2>"$WORK/first.err" &
   first=$!
-  BG_PIDS="$first"
+  bg_add "$first"
   wait_file "$WORK/started" 20 || fail "first exec did not start its command"
   run exec busy --wait 0 -- touch "$WORK/second-ran"
   expect_rc 75 "second exec --wait 0"
@@ -187,7 +187,7 @@ case_lost() {
   # A 900 ms watchdog lease: renewals every 300 ms notice the loss quickly.
   "$REDLOCK" --watchdog-lease 900 exec lost -- "$WORK/child.sh" "$WORK" 2>"$WORK/lost.err" &
   pid=$!
-  BG_PIDS="$pid"
+  bg_add "$pid"
   wait_file "$WORK/started" 20 || fail "exec did not start its command"
   [ "$(keys_on_nodes lost)" -ge 3 ] || fail "lock not on a quorum"
   t0=$(now_ms)
@@ -223,7 +223,7 @@ case_signal() {
 signal.signal(signal.SIGINT, signal.SIG_DFL)
 os.execvp(sys.argv[1], sys.argv[1:])' "$REDLOCK" exec sig -- "$WORK/child.sh" "$WORK" 2>"$WORK/sig.err" &
     pid=$!
-    BG_PIDS="$pid"
+    bg_add "$pid"
     wait_file "$WORK/started" 20 || fail "exec did not start its command"
     [ "$(held_by_quorum sig)" = True ] || fail "lock not held while the command runs"
     kill -"$sig" "$pid"
@@ -337,7 +337,10 @@ case_demo() {
 # The hash fields of lock $1 on every node, one line per node.
 fields_per_node() {
   local p
-  for p in $PORTS; do echo "$(redis-cli -p "$p" HKEYS "$1" | sort | tr '\n' ' ')"; done
+  for p in $PORTS; do
+    redis-cli -p "$p" HKEYS "$1" | sort | tr '\n' ' '
+    echo
+  done
 }
 
 # A command that starts `sleep 300` in the background, records "BG FG" (the
@@ -349,7 +352,7 @@ SLEEPERS='sleep 300 & echo "$! $$" > "$1.tmp" && mv "$1.tmp" "$1"; exec sleep 30
 sleeper_pids() {
   wait_file "$1" 20 || fail "the command did not start"
   SLEEPER_PIDS=$(cat "$1")
-  BG_PIDS="$BG_PIDS $SLEEPER_PIDS"
+  bg_add $SLEEPER_PIDS
   for p in $SLEEPER_PIDS; do alive "$p" || fail "sleeper $p is not running"; done
 }
 
@@ -360,7 +363,7 @@ case_cancel() {
   rig_up
   "$REDLOCK" exec cancel -- sleep 30 2>"$WORK/holder.err" &
   holder=$!
-  BG_PIDS="$holder"
+  bg_add "$holder"
   i=0
   while [ "$(keys_on_nodes cancel)" != 5 ]; do
     i=$((i + 1)); [ $i -lt 200 ] || fail "the first exec did not take the lock"; sleep 0.05
@@ -407,7 +410,7 @@ case_pgroup_lost() {
   rig_up
   "$REDLOCK" --watchdog-lease 900 exec pl -- sh -c "$SLEEPERS" sh "$WORK/pids" 2>"$WORK/pl.err" &
   pid=$!
-  BG_PIDS="$pid"
+  bg_add "$pid"
   sleeper_pids "$WORK/pids"
   del_everywhere pl
   wait_pid "$pid" 20 || fail "exec did not end after the lock was lost"
@@ -423,7 +426,7 @@ case_pgroup_signal() {
   rig_up
   "$REDLOCK" exec ps -- sh -c "$SLEEPERS" sh "$WORK/pids" 2>"$WORK/ps.err" &
   pid=$!
-  BG_PIDS="$pid"
+  bg_add "$pid"
   sleeper_pids "$WORK/pids"
   kill -TERM "$pid"
   wait_pid "$pid" 20 || fail "exec did not end after SIGTERM"
@@ -435,7 +438,7 @@ case_pgroup_signal() {
   # After a normal end, what the command left running is reported.
   run exec ps2 -- sh -c 'sleep 300 & echo $! > "$1"' sh "$WORK/left"
   expect_rc 0 "a command that leaves a process behind"
-  BG_PIDS="$BG_PIDS $(cat "$WORK/left")"
+  bg_add "$(cat "$WORK/left")"
   grep -q "still running, without the lock" "$WORK/err" || fail "no warning: $(cat "$WORK/err")"
   kill "$(cat "$WORK/left")"
 }
@@ -541,7 +544,7 @@ case_unreachable_busy() {
   rig_up
   rig_node kill 5
   "$REDLOCK" exec ub -- sleep 30 2>"$WORK/holder.err" &
-  BG_PIDS="$!"
+  bg_add "$!"
   i=0
   while [ "$(keys_on_nodes_up ub)" != 4 ]; do
     i=$((i + 1)); [ $i -lt 200 ] || fail "the first exec did not take the lock"; sleep 0.05
@@ -557,7 +560,7 @@ case_unreachable_busy() {
 }
 
 # On a terminal the command gets the terminal for its process group: it
-# can read from it (not stopped by SIGTTIN), and redlock gets it back.
+# can read from it (it is not left stopped by SIGTTIN).
 case_tty() {
   rig_up
   PTY_DELAY=1 PTY_INPUT=$'hello\n' run_pty "$REDLOCK" exec tty -- sh -c 'read l && echo "got:$l"'
@@ -565,6 +568,16 @@ case_tty() {
   grep -aq "got:hello" "$WORK/pty.out" || fail "the command did not read the terminal: $(cat "$WORK/pty.out")"
   [ "$(keys_on_nodes tty)" = 0 ] || fail "lock not released"
   note "interactive command read from the terminal"
+
+  # Inside a script (redlock is not its group's leader) the command gets
+  # the terminal when it first reads from it, and the script gets it back.
+  # shellcheck disable=SC2016
+  PTY_DELAY=1.5 PTY_INPUT=$'hello\n' run_pty timeout --foreground 20 bash -c \
+    '"$0" exec tty -- sh -c "read l && echo got:\$l"; echo "after:$?"' "$REDLOCK"
+  [ "$RC" = 0 ] || fail "interactive command in a script: exit $RC: $(cat "$WORK/pty.out")"
+  grep -aq "got:hello" "$WORK/pty.out" || fail "the command did not read the terminal: $(cat "$WORK/pty.out")"
+  grep -aq "after:0" "$WORK/pty.out" || fail "the script did not go on: $(cat "$WORK/pty.out")"
+  note "interactive command inside a script read from the terminal"
 }
 
 # The man page documents every option the help texts list.

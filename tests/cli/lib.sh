@@ -18,9 +18,25 @@ WORK=$(mktemp -d "${TMPDIR:-/tmp}/redlock-cli-test.XXXXXX")
 RIG_DIR=$WORK/rig
 BG_PIDS=""
 
-cleanup() {
+# The start time of process $1 (clock ticks after boot), or nothing if it
+# is gone. The fields are counted after the ")" that ends the name, which
+# may itself contain spaces.
+start_time() { sed 's/.*) //' "/proc/$1/stat" 2>/dev/null | awk '{print $20}' || true; }
+
+# Adds processes to those killed on exit. Each is remembered with its start
+# time, so that a pid the kernel gave to another process since (pids wrap
+# around quickly on a busy machine) is never killed.
+bg_add() {
   local p
-  for p in $BG_PIDS; do kill -KILL "$p" 2>/dev/null || true; done
+  for p in "$@"; do BG_PIDS="$BG_PIDS $p:$(start_time "$p")"; done
+}
+
+cleanup() {
+  local e p
+  for e in $BG_PIDS; do
+    p=${e%%:*}
+    [ -n "${e#*:}" ] && [ "$(start_time "$p")" = "${e#*:}" ] && kill -KILL "$p" 2>/dev/null || true
+  done
   if [ -f "$RIG_DIR/rig.conf" ]; then
     # Frozen nodes are thawed by `rig stop` (SIGCONT before SIGTERM).
     "$RIG" stop --dir "$RIG_DIR" >/dev/null 2>&1 || true
@@ -166,10 +182,10 @@ track() {
   local tag=$1
   shift
   python3 "$CLI_DIR/track.py" "$WORK/$tag" "$@" &
-  BG_PIDS="$BG_PIDS $!"
+  bg_add $!
   wait_file "$WORK/$tag.pid" 10 || fail "could not start $1"
   TRACKED_PID=$(cat "$WORK/$tag.pid")
-  BG_PIDS="$BG_PIDS $TRACKED_PID"
+  bg_add "$TRACKED_PID"
 }
 
 # Waits up to $2 seconds for the tracked command $1 to end; its status

@@ -48,6 +48,9 @@ static const attempt_row attempt_rows[] = {
     {"N=5: more busy than N-Q: busy even with failures", 5, 3, 0, 3, 2, 0, 0, 0,
      REDLOCK__FENCE_NONE, REDLOCK_EBUSY},
     {"MultiLock: one member busy", 3, 3, 2, 1, 0, 0, 0, 0, REDLOCK__FENCE_NONE, REDLOCK_EBUSY},
+    {"N=5: held, one node down, decided early", 5, 3, 0, 2, 1, 0, 0, 0, REDLOCK__FENCE_NONE,
+     REDLOCK_EBUSY},
+    {"N=5: held, N-Q nodes down", 5, 3, 0, 1, 2, 0, 0, 0, REDLOCK__FENCE_NONE, REDLOCK_EBUSY},
     /* Nodes failing. */
     {"N=1: timeout", 1, 1, 0, 0, 1, 0, 0, 0, REDLOCK__FENCE_NONE, REDLOCK_ENO_QUORUM},
     {"N=3: two timeouts", 3, 2, 1, 0, 2, 0, 0, 0, REDLOCK__FENCE_NONE, REDLOCK_ENO_QUORUM},

@@ -129,6 +129,7 @@ struct redlock_lock {
     /* Watchdog list membership, guarded by client->wd.mu. */
     struct redlock_lock *wd_next;
     int wd_listed;
+    int wd_free_later;             /* freed from inside a tick using it */
     int64_t unavailable_since_ns;  /* no quorum reachable since (atomic) */
     int wd_pins;                   /* ticks using this lock; changed under
                                     * wd.mu, read without it by settle */
@@ -155,6 +156,8 @@ int redlock__client_new_with_transport(redlock_client **out, size_t n_nodes,
 
 /* lock.c */
 redlock_member_report *redlock__report_begin(redlock_lock *l);
+/* Frees l now (redlock_lock_free decides when). */
+void redlock__lock_destroy(redlock_lock *l);
 /* A generation as the scripts write it: exactly REDLOCK__GEN_LEN lowercase
  * hex digits (a request id). */
 int redlock__gen_valid(const char *gen);
@@ -223,6 +226,10 @@ void redlock__watchdog_stop(redlock_client *c);
 void redlock__watchdog_add(redlock_lock *l);
 /* Removes l and waits until no tick is using it. */
 void redlock__watchdog_remove(redlock_lock *l);
+/* Called by redlock_lock_free: nonzero when the calling thread is the tick
+ * that is using l (an on_lost callback freeing a lock); l is then unlisted
+ * and the tick frees it when it is done with it. */
+int redlock__watchdog_free_later(redlock_lock *l);
 /* Waits until no watchdog tick is working on l. A tick that found l's hold
  * lost still releases what is left of it after telling the holder; a new
  * hold of the same owner taken meanwhile would re-enter those leftovers

@@ -16,10 +16,20 @@
 
 void redlock_lock_free(redlock_lock *l)
 {
-    size_t i;
-
     if (!l)
         return;
+    /* Freed by its own on_lost callback (or another's) inside the watchdog
+     * tick that is still using it: the tick frees it when it is done, as
+     * libuv's uv_close defers a handle's end. */
+    if (redlock__watchdog_free_later(l))
+        return;
+    redlock__lock_destroy(l);
+}
+
+void redlock__lock_destroy(redlock_lock *l)
+{
+    size_t i;
+
     redlock__watchdog_remove(l);
     for (i = 0; l->members && i < l->n; i++)
         if (l->members[i].owns_keys)

@@ -177,6 +177,21 @@ void redlock__watchdog_settle(redlock_lock *l)
     pthread_mutex_unlock(&wd->mu);
 }
 
+int redlock__watchdog_free_later(redlock_lock *l)
+{
+    redlock__watchdog *wd = &l->client->wd;
+    int later;
+
+    if (!in_tick)
+        return 0;
+    pthread_mutex_lock(&wd->mu);
+    unlist(wd, l);
+    later = l->wd_pins > 0;
+    l->wd_free_later = later;
+    pthread_mutex_unlock(&wd->mu);
+    return later;
+}
+
 /* Unlists a lost hold from inside a tick (which pins it, so
  * redlock__watchdog_remove would wait for itself). */
 static void drop_from_list(redlock_client *c, redlock_lock *l)
@@ -568,6 +583,11 @@ void redlock__watchdog_tick(redlock_client *c)
         __atomic_sub_fetch(&t.held[i].l->wd_pins, 1, __ATOMIC_RELEASE);
     pthread_cond_broadcast(&c->wd.cond);
     pthread_mutex_unlock(&c->wd.mu);
+    /* Only this tick pinned them (one tick at a time), so they are free
+     * of every tick now. */
+    for (i = 0; i < t.n_held; i++)
+        if (t.held[i].l->wd_free_later)
+            redlock__lock_destroy(t.held[i].l);
     tick_free(&t);
     in_tick = 0;
     pthread_mutex_unlock(&c->wd.run_mu);

@@ -1255,6 +1255,53 @@ START_TEST(on_lost_may_take_another_lock_of_the_same_tick)
 }
 END_TEST
 
+/*
+ * on_lost may unlock and free its own lock. The unlock reports the loss;
+ * the free is done by the tick once it no longer uses the lock (it used
+ * to wait for that tick, from inside it, forever). ASan checks the rest.
+ */
+typedef struct self_free {
+    int calls, unlock_rc;
+} self_free;
+
+static void on_lost_free_self(void *ud, redlock_lock *l, uint64_t owner, int reason)
+{
+    self_free *sf = ud;
+
+    (void)reason;
+    sf->calls++;
+    sf->unlock_rc = redlock_unlock_as(l, owner);
+    redlock_lock_free(l);
+}
+
+START_TEST(on_lost_may_unlock_and_free_its_lock)
+{
+    redlock_options o = opts_watchdog(3000);
+    redlock_lock *l = NULL;
+    self_free sf = {0, -1};
+    size_t i;
+    env e;
+
+    env_open(&e, 5, &o, NULL);
+    ck_assert_int_eq(redlock_lock_new(e.c, "res3", NULL, &l), REDLOCK_OK);
+    redlock_lock_set_on_lost(l, on_lost_free_self, &sf);
+    ck_assert_int_eq(redlock_acquire_as(l, OWNER, 0, 0), REDLOCK_OK);
+    for (i = 0; i < 3; i++)
+        fake_flush(e.f, i);
+    fake_advance_ms(e.f, 1000);
+    redlock__watchdog_tick(e.c);
+    ck_assert_int_eq(sf.calls, 1);
+    ck_assert_int_eq(sf.unlock_rc, REDLOCK_ELOST);
+    /* The tick still released what was left, after the callback. */
+    for (i = 0; i < 5; i++)
+        ck_assert_int_eq(fake_hash_count(e.f, i, "res3", e.field), 0);
+    /* And the next tick does not touch the freed lock. */
+    fake_advance_ms(e.f, 1000);
+    redlock__watchdog_tick(e.c);
+    env_close(&e);
+}
+END_TEST
+
 /* ------------------------------------------------------------------------ */
 /* Fencing. */
 
@@ -1843,6 +1890,7 @@ int main(void)
     add(s, "watchdog", watchdog_never_restores_without_genuine_quorum);
     add(s, "watchdog", watchdog_loss_spares_hold_taken_again);
     add(s, "watchdog", on_lost_may_take_another_lock_of_the_same_tick);
+    add(s, "watchdog", on_lost_may_unlock_and_free_its_lock);
     add(s, "fencing", fencing_token_is_max_of_candidates);
     add(s, "fencing", fencing_time_term_uses_fastest_member);
     add(s, "fencing", fencing_writeback_needs_quorum);

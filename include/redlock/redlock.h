@@ -226,10 +226,10 @@ REDLOCK_EXTERN int redlock_client_new(redlock_client **out,
 /*
  * Flushes what the client owes the nodes (see redlock_client_flush(), for
  * at most options.flush_timeout_ms), then stops the background threads and
- * closes every connection. Holds still
+ * closes every connection. Every lock made from the client must be freed
+ * first: freeing a lock after its client is undefined. Holds still
  * registered with the watchdog are not released (their keys expire after
- * the lease); release them first. Every lock made from the client must be
- * freed before or not used after. NULL is allowed.
+ * the lease); release them first. NULL is allowed.
  */
 REDLOCK_EXTERN void redlock_client_free(redlock_client *client);
 
@@ -296,9 +296,12 @@ typedef struct redlock_member {
  * members answered before validity ran out) or REDLOCK_ETIMEOUT (the
  * watchdog_max_hold_ms cap was reached).
  *
- * Runs on the client's watchdog thread (or on the calling thread if the
- * loss is found during a call). It must return quickly and must not call
- * redlock functions on the same lock; signalling a thread is the intent.
+ * Runs on the client's watchdog thread, never on a caller's thread, with
+ * no library mutex held. It should return quickly (the tick waits for it);
+ * signalling a thread is the intent. It may use other locks, and on its own
+ * lock call redlock_unlock() (which returns REDLOCK_ELOST) and
+ * redlock_lock_free() (the free then happens when the watchdog is done
+ * with the lock). It must not call redlock_client_free().
  */
 typedef void (*redlock_on_lost_fn)(void *userdata, redlock_lock *lock,
                                    uint64_t owner, int reason);

@@ -1,5 +1,7 @@
 /* Internal structures shared by the lock modules (client, lock, quorum,
- * watchdog, inspect). Nothing here is public. */
+ * watchdog, inspect). Nothing here is public. The thread model (threads,
+ * what each mutex guards, the lock order wd.run_mu -> wd.mu -> lock->mu,
+ * thread-locals, what a callback may call) is in THREADS.md beside it. */
 #ifndef REDLOCK_LOCK_INTERNAL_H
 #define REDLOCK_LOCK_INTERNAL_H
 

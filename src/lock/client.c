@@ -7,6 +7,8 @@
 #include "config/uri.h"
 #include "core/error.h"
 #include "core/util.h"
+#include "lock/context.h"
+#include "lock/watchdog.h"
 #include "lock/internal.h"
 #include "transport/pubsub.h"
 #include "transport/tls.h"
@@ -18,45 +20,6 @@
 #define DEFAULT_FLUSH_TIMEOUT_MS 200
 #define DEFAULT_UNAVAILABLE_TIMEOUT_MS 10000
 #define DEFAULT_MAX_REPLY_BYTES (1024 * 1024)
-
-void redlock__stat_add(uint64_t *counter, uint64_t n)
-{
-    __atomic_add_fetch(counter, n, __ATOMIC_RELAXED);
-}
-
-void redlock__log(redlock_client *c, redlock_log_level level, const char *fmt, ...)
-{
-    char msg[512];
-    va_list ap;
-
-    if (!c->log_fn || level > c->log_level)
-        return;
-    va_start(ap, fmt);
-    vsnprintf(msg, sizeof(msg), fmt, ap);
-    va_end(ap);
-    c->log_fn(c->log_userdata, level, msg);
-}
-
-int64_t redlock__node_timeout_ns(const redlock_client *c, int64_t lease_ms)
-{
-    int64_t ms = c->node_timeout_ms;
-
-    /* Far below the lease, so one slow node costs little validity, but not
-     * so small that a busy machine turns every request into a timeout. */
-    if (ms <= 0) {
-        ms = lease_ms / 100;
-        if (ms > 50)
-            ms = 50;
-        if (ms < 10)
-            ms = 10;
-    }
-    return ms * REDLOCK__NS_PER_MS;
-}
-
-void redlock__owner_field(const redlock_client *c, uint64_t owner, char *out, size_t cap)
-{
-    snprintf(out, cap, "%s:%llu", c->id, (unsigned long long)owner);
-}
 
 uint64_t redlock_thread_owner(void)
 {
@@ -171,6 +134,7 @@ static void client_destroy(redlock_client *c)
     if (!c)
         return;
     redlock__watchdog_stop(c);
+    redlock__retry_destroy(&c->retry);
     if (c->net.pubsub)
         redlock__pubsub_free(c->net.pubsub);
     if (c->net.node_failures)
@@ -268,9 +232,20 @@ int redlock__client_new_with_transport(redlock_client **out, size_t n_nodes,
 
 void redlock_client_free(redlock_client *c)
 {
-    if (c && c->flush_timeout_ms >= 0)
-        redlock_client_flush(c, c->flush_timeout_ms);
+    if (!c)
+        return;
+    /* The watchdog first, so nothing of the queue is in flight in a tick. */
+    redlock__watchdog_stop(c);
+    if (c->flush_timeout_ms >= 0)
+        redlock__watchdog_flush(c, c->flush_timeout_ms);
     client_destroy(c);
+}
+
+int redlock_client_flush(redlock_client *c, int timeout_ms)
+{
+    if (!c || timeout_ms < 0)
+        return redlock__fail(REDLOCK_EINVAL, "client is NULL or timeout_ms < 0");
+    return redlock__watchdog_flush(c, timeout_ms);
 }
 
 void redlock_client_cancel(redlock_client *c)
@@ -282,25 +257,6 @@ void redlock_client_cancel(redlock_client *c)
         redlock__pubsub_kick(c->net.pubsub);
 }
 
-void redlock__request_id(redlock_client *c, char *out)
-{
-    uint64_t seq = __atomic_add_fetch(&c->request_seq, 1, __ATOMIC_RELAXED);
-
-    snprintf(out, 13, "%012llx", (unsigned long long)(seq & 0xffffffffffffULL));
-    redlock__rand_hex(out + 12, 10);
-}
-
-int redlock_client_flush(redlock_client *c, int timeout_ms)
-{
-    if (!c || timeout_ms < 0)
-        return redlock__fail(REDLOCK_EINVAL, "client is NULL or timeout_ms < 0");
-    return redlock__watchdog_flush(c, timeout_ms);
-}
-
-int redlock__canceled(const redlock_client *c)
-{
-    return __atomic_load_n(&c->canceled, __ATOMIC_ACQUIRE);
-}
 
 const char *redlock_client_id(const redlock_client *c)
 {

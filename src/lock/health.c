@@ -12,6 +12,8 @@
 #include <hiredis/hiredis.h>
 
 #include "core/error.h"
+#include "lock/context.h"
+#include "lock/health.h"
 #include "lock/internal.h"
 
 typedef struct observed {

@@ -5,6 +5,9 @@
  */
 #include "lock/hold.h"
 
+#include "lock/context.h"
+
+#include <stdlib.h>
 #include <string.h>
 
 #include "core/error.h"
@@ -129,4 +132,16 @@ int redlock__hold_record(redlock_lock *l, uint64_t owner, const char *field, int
     l->validity_end_ns = res->valid_until_ns;
     l->next_renew_ns = now + lease_ms * REDLOCK__NS_PER_MS / 3;
     return l->watchdog;
+}
+
+void redlock__hold_free_handle(redlock_lock *l)
+{
+    size_t i;
+
+    for (i = 0; l->members && i < l->n; i++)
+        if (l->members[i].owns_keys)
+            free(l->members[i].name);
+    free(l->members);
+    pthread_mutex_destroy(&l->mu);
+    free(l);
 }

@@ -9,8 +9,10 @@
 
 #include "core/error.h"
 #include "core/util.h"
-#include "lock/internal.h"
+#include "lock/context.h"
+#include "lock/health.h"
 #include "lock/plan.h"
+#include "lock/internal.h"
 #include "resp/scripts.h"
 
 #define INSPECT_TIMEOUT_MS 1000

@@ -9,10 +9,19 @@
 
 #include "core/error.h"
 #include "core/util.h"
+#include "lock/context.h"
 #include "lock/decide.h"
 #include "lock/hold.h"
-#include "lock/internal.h"
 #include "lock/keys.h"
+#include "lock/quorum.h"
+#include "lock/watchdog.h"
+#include "lock/internal.h"
+
+static void lock_destroy(redlock_lock *l)
+{
+    redlock__watchdog_remove(l);
+    redlock__hold_free_handle(l);
+}
 
 void redlock_lock_free(redlock_lock *l)
 {
@@ -23,21 +32,9 @@ void redlock_lock_free(redlock_lock *l)
      * libuv's uv_close defers a handle's end. */
     if (redlock__watchdog_free_later(l))
         return;
-    redlock__lock_destroy(l);
+    lock_destroy(l);
 }
 
-void redlock__lock_destroy(redlock_lock *l)
-{
-    size_t i;
-
-    redlock__watchdog_remove(l);
-    for (i = 0; l->members && i < l->n; i++)
-        if (l->members[i].owns_keys)
-            free(l->members[i].name);
-    free(l->members);
-    pthread_mutex_destroy(&l->mu);
-    free(l);
-}
 
 int redlock_multilock_new(redlock_client *c, const redlock_member *members, size_t n,
                           const redlock_lock_options *opts, redlock_lock **out)
@@ -145,34 +142,14 @@ void redlock_lock_set_on_lost(redlock_lock *l, redlock_on_lost_fn fn, void *ud)
     pthread_mutex_unlock(&l->mu);
 }
 
-/* Reports live in thread-local storage: two threads using one handle
- * never see (or race on) each other's outcomes, and recording costs no
- * lock. A thread keeps the report of its most recent call only. */
-static _Thread_local struct {
-    const redlock_lock *lock;
-    redlock_member_report members[REDLOCK__MAX_NODES];
-} thread_report;
-
-redlock_member_report *redlock__report_begin(redlock_lock *l)
-{
-    size_t i;
-
-    thread_report.lock = l;
-    for (i = 0; i < l->n; i++) {
-        memset(&thread_report.members[i], 0, sizeof(thread_report.members[i]));
-        thread_report.members[i].latency_us = -1;
-    }
-    return thread_report.members;
-}
-
 int redlock_lock_report(redlock_lock *l, size_t member, redlock_member_report *out)
 {
     if (!l || !out || member >= l->n)
         return redlock__fail(REDLOCK_EINVAL, "member index out of range");
     memset(out, 0, sizeof(*out));
     out->latency_us = -1;
-    if (thread_report.lock == l)
-        *out = thread_report.members[member];
+    if (redlock__report_of(l))
+        *out = redlock__report_of(l)[member];
     return REDLOCK_OK;
 }
 
@@ -180,10 +157,11 @@ int redlock_lock_report(redlock_lock *l, size_t member, redlock_member_report *o
  * so a "no quorum" message also says why (e.g. "-LOADING"); "" if none. */
 static const char *first_failure(const redlock_lock *l)
 {
+    const redlock_member_report *report = redlock__report_of(l);
     size_t i;
 
-    for (i = 0; thread_report.lock == l && i < l->n; i++) {
-        const redlock_member_report *r = &thread_report.members[i];
+    for (i = 0; report && i < l->n; i++) {
+        const redlock_member_report *r = &report[i];
 
         if ((r->outcome == REDLOCK_MEMBER_ERROR || r->outcome == REDLOCK_MEMBER_TIMEOUT) &&
             r->message[0])

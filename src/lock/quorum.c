@@ -10,9 +10,13 @@
 
 #include "core/error.h"
 #include "core/util.h"
+#include "lock/context.h"
 #include "lock/decide.h"
-#include "lock/internal.h"
+#include "lock/health.h"
+#include "lock/hold.h"
 #include "lock/plan.h"
+#include "lock/retry.h"
+#include "lock/internal.h"
 #include "resp/scripts.h"
 
 typedef enum answer {
@@ -258,9 +262,9 @@ static size_t defer_unanswered(redlock_lock *l, const redlock__plan *p,
 
         if (answered[m] == 1 || answered[m] == 3)
             continue;
-        redlock__background_call(l->client, l->members[m].node, p->calls[k].script,
-                                 p->calls[k].nkeys, p->calls[k].argc, p->calls[k].argv,
-                                 give_up_ns);
+        redlock__retry_queue(&l->client->retry, l->client->tp.ops->now_ns(l->client->tp.ctx),
+                             l->members[m].node, p->calls[k].script, p->calls[k].nkeys,
+                             p->calls[k].argc, p->calls[k].argv, give_up_ns);
         deferred++;
     }
     return deferred;

@@ -13,8 +13,12 @@
 
 #include "core/error.h"
 #include "core/util.h"
+#include "lock/context.h"
 #include "lock/decide.h"
+#include "lock/health.h"
 #include "lock/hold.h"
+#include "lock/quorum.h"
+#include "lock/retry.h"
 #include "lock/internal.h"
 #include "resp/scripts.h"
 
@@ -22,14 +26,6 @@
 #define PENDING_MAX_BACKOFF_MS 3200
 #define MAX_CALL_ARGS 10
 
-struct redlock__pending {
-    redlock__pending *next;
-    size_t node;
-    int script, nkeys, argc;
-    char *argv[MAX_CALL_ARGS];
-    int64_t give_up_ns;
-    int64_t next_try_ns;
-};
 
 /* A member's answer to its renewal. */
 typedef enum renew_answer {
@@ -71,45 +67,19 @@ typedef struct tick {
     size_t n_pending;
 } tick;
 
-static void free_pending(redlock__pending *p)
+/* The retry queue tells the watchdog thread a call was queued. */
+static void wake_watchdog(void *ud)
 {
-    int i;
+    redlock__watchdog *wd = ud;
 
-    for (i = 0; i < p->argc; i++)
-        free(p->argv[i]);
-    free(p);
+    pthread_mutex_lock(&wd->mu);
+    pthread_cond_broadcast(&wd->cond);
+    pthread_mutex_unlock(&wd->mu);
 }
 
-void redlock__background_call(redlock_client *c, size_t node, int script, int nkeys,
-                              int argc, const char *const *argv, int64_t give_up_ns)
+static int node_silent(void *ud, size_t node)
 {
-    redlock__pending *p;
-    int i;
-
-    if (argc > MAX_CALL_ARGS || !c->wd.running)
-        return;
-    p = calloc(1, sizeof(*p));
-    if (!p)
-        return;
-    p->node = node;
-    p->script = script;
-    p->nkeys = nkeys;
-    p->argc = argc;
-    p->give_up_ns = give_up_ns;
-    p->next_try_ns = c->tp.ops->now_ns(c->tp.ctx) + PENDING_RETRY_MS * REDLOCK__NS_PER_MS;
-    for (i = 0; i < argc; i++) {
-        p->argv[i] = strdup(argv[i] ? argv[i] : "");
-        if (!p->argv[i]) {
-            p->argc = i;
-            free_pending(p);
-            return;
-        }
-    }
-    pthread_mutex_lock(&c->wd.mu);
-    p->next = c->wd.pending;
-    c->wd.pending = p;
-    pthread_cond_broadcast(&c->wd.cond);
-    pthread_mutex_unlock(&c->wd.mu);
+    return redlock__node_silent(ud, node);
 }
 
 void redlock__watchdog_add(redlock_lock *l)
@@ -213,8 +183,6 @@ static int collect(redlock_client *c, tick *t, int64_t now)
 {
     redlock__watchdog *wd = &c->wd;
     redlock_lock *l;
-    redlock__pending **pp;
-    unsigned char taken[REDLOCK__MAX_NODES];
     size_t n = 0;
 
     for (l = wd->holds; l; l = l->wd_next)
@@ -244,30 +212,6 @@ static int collect(redlock_client *c, tick *t, int64_t now)
                 continue;
             __atomic_add_fetch(&l->wd_pins, 1, __ATOMIC_RELEASE);
             t->n_held++;
-        }
-    }
-    memset(taken, 0, sizeof(taken));
-    for (pp = &wd->pending; *pp;) {
-        redlock__pending *p = *pp;
-        /* A node that did not answer last time gets one call, a probe,
-         * until it answers: everything sent to it waits in its socket. */
-        int probe_only = wd->backoff_ms[p->node] > 0 || redlock__node_silent(c, p->node);
-
-        if (now >= p->give_up_ns) {
-            /* The lease could have run out there: nothing left to undo. */
-            *pp = p->next;
-            free_pending(p);
-            continue;
-        }
-        if (p->next_try_ns <= now && wd->next_try_ns[p->node] <= now &&
-            !(probe_only && taken[p->node])) {
-            taken[p->node] = 1;
-            *pp = p->next;
-            p->next = t->pending;
-            t->pending = p;
-            t->n_pending++;
-        } else {
-            pp = &p->next;
         }
     }
     return 0;
@@ -442,60 +386,6 @@ static void tick_free(tick *t)
     free(t->pending_done);
 }
 
-/*
- * Puts back what was not answered and sets each node's next try: at once
- * for a node that answered anything, otherwise after a back-off that
- * doubles from PENDING_RETRY_MS to PENDING_MAX_BACKOFF_MS, with jitter, so
- * a silent node gets a probe now and then instead of a storm. Returns how
- * many calls are still owed.
- */
-static size_t settle_pending(redlock_client *c, tick *t, int64_t now)
-{
-    redlock__watchdog *wd = &c->wd;
-    redlock__pending *p = t->pending, *next;
-    unsigned char heard[REDLOCK__MAX_NODES] = {0}, tried[REDLOCK__MAX_NODES] = {0};
-    size_t pi = 0, node, left = 0;
-
-    for (p = t->pending; p; p = p->next, pi++) {
-        tried[p->node] = 1;
-        heard[p->node] |= t->pending_done[pi];
-    }
-    pthread_mutex_lock(&wd->mu);
-    for (node = 0; node < c->n_nodes && node < REDLOCK__MAX_NODES; node++) {
-        int64_t b;
-
-        if (!tried[node])
-            continue;
-        if (heard[node]) {
-            wd->backoff_ms[node] = 0;
-            wd->next_try_ns[node] = now;
-            continue;
-        }
-        b = wd->backoff_ms[node] ? 2 * wd->backoff_ms[node] : PENDING_RETRY_MS;
-        if (b > PENDING_MAX_BACKOFF_MS)
-            b = PENDING_MAX_BACKOFF_MS;
-        wd->backoff_ms[node] = (int)b;
-        wd->next_try_ns[node] =
-            now + (b + (int64_t)redlock__rand_below((uint64_t)b / 2 + 1)) * REDLOCK__NS_PER_MS;
-    }
-    for (p = t->pending, pi = 0; p; p = next, pi++) {
-        next = p->next;
-        if (t->pending_done[pi] || now >= p->give_up_ns) {
-            free_pending(p);
-            continue;
-        }
-        p->next = wd->pending;
-        wd->pending = p;
-        left++;
-    }
-    for (p = wd->pending; p; p = p->next)
-        if (p->next_try_ns < wd->next_try_ns[p->node])
-            p->next_try_ns = wd->next_try_ns[p->node];
-    pthread_mutex_unlock(&wd->mu);
-    t->pending = NULL;
-    return left;
-}
-
 /* A batch of thousands of renewals keeps a server busy for milliseconds,
  * while the node timeout is sized for one script. Each batch gets an
  * allowance per call on top, capped at a third of the lease so a slow tick
@@ -539,6 +429,7 @@ void redlock__watchdog_tick(redlock_client *c)
         return;
     }
     pthread_mutex_unlock(&c->wd.mu);
+    t.n_pending = redlock__retry_take(&c->retry, t_tick, 0, node_silent, c, &t.pending);
     for (i = 0; i < t.n_held; i++)
         if (t.held[i].lease_ms < lease_ms)
             lease_ms = t.held[i].lease_ms;
@@ -577,7 +468,9 @@ void redlock__watchdog_tick(redlock_client *c)
             redlock__restore_members(h->l, h->field, h->lease_ms, restore,
                                      now + redlock__node_timeout_ns(c, h->lease_ms));
     }
-    settle_pending(c, &t, now);
+    if (t.pending)
+        redlock__retry_settle(&c->retry, t.pending, t.pending_done, now);
+    t.pending = NULL;
     pthread_mutex_lock(&c->wd.mu);
     for (i = 0; i < t.n_held; i++)
         __atomic_sub_fetch(&t.held[i].l->wd_pins, 1, __ATOMIC_RELEASE);
@@ -587,7 +480,7 @@ void redlock__watchdog_tick(redlock_client *c)
      * of every tick now. */
     for (i = 0; i < t.n_held; i++)
         if (t.held[i].l->wd_free_later)
-            redlock__lock_destroy(t.held[i].l);
+            redlock__hold_free_handle(t.held[i].l);
     tick_free(&t);
     in_tick = 0;
     pthread_mutex_unlock(&c->wd.run_mu);
@@ -600,26 +493,18 @@ int redlock__watchdog_flush(redlock_client *c, int timeout_ms)
     size_t left;
     tick t;
 
-    if (!c->wd.running)
-        return REDLOCK_OK;
     memset(&t, 0, sizeof(t));
-    /* A tick has calls of the list in flight; wait for it to put them back
-     * (an on_lost callback of that tick flushing must not wait for itself). */
-    if (!in_tick)
-        pthread_mutex_lock(&c->wd.run_mu);
-    pthread_mutex_lock(&c->wd.mu);
-    t.pending = c->wd.pending;
-    c->wd.pending = NULL;
-    for (redlock__pending *p = t.pending; p; p = p->next)
-        t.n_pending++;
-    pthread_mutex_unlock(&c->wd.mu);
+    /* Everything owed, whatever the back-off; what a tick has in flight
+     * right now it settles itself. */
+    t.n_pending = redlock__retry_take(&c->retry, now, 1, NULL, NULL, &t.pending);
     if (t.n_pending > 0 &&
         build(c, &t, now + (int64_t)timeout_ms * REDLOCK__NS_PER_MS) == 0 && t.nb > 0)
         redlock__fanout(c, t.batches, t.nb, on_tick_reply, &t);
-    left = t.pending ? settle_pending(c, &t, ops->now_ns(c->tp.ctx)) : 0;
+    left = t.pending && t.pending_done
+               ? redlock__retry_settle(&c->retry, t.pending, t.pending_done,
+                                       ops->now_ns(c->tp.ctx))
+               : t.n_pending;
     tick_free(&t);
-    if (!in_tick)
-        pthread_mutex_unlock(&c->wd.run_mu);
     if (left)
         return redlock__fail(REDLOCK_ETIMEOUT, "%zu calls still unanswered after %d ms", left,
                              timeout_ms);
@@ -630,8 +515,8 @@ int redlock__watchdog_flush(redlock_client *c, int timeout_ms)
 static int64_t next_due(redlock_client *c)
 {
     int64_t next = INT64_MAX;
+    int64_t retry = redlock__retry_next_due(&c->retry);
     redlock_lock *l;
-    redlock__pending *p;
 
     for (l = c->wd.holds; l; l = l->wd_next) {
         pthread_mutex_lock(&l->mu);
@@ -639,13 +524,7 @@ static int64_t next_due(redlock_client *c)
             next = l->next_renew_ns;
         pthread_mutex_unlock(&l->mu);
     }
-    for (p = c->wd.pending; p; p = p->next) {
-        int64_t due = p->next_try_ns > c->wd.next_try_ns[p->node] ? p->next_try_ns
-                                                                   : c->wd.next_try_ns[p->node];
-        if (due < next)
-            next = due;
-    }
-    return next;
+    return retry < next ? retry : next;
 }
 
 static void *watchdog_main(void *arg)
@@ -692,7 +571,9 @@ int redlock__watchdog_start(redlock_client *c)
     pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
     pthread_cond_init(&wd->cond, &ca);
     pthread_condattr_destroy(&ca);
+    redlock__retry_init(&c->retry, wake_watchdog, wd);
     if (pthread_create(&wd->thread, NULL, watchdog_main, c) != 0) {
+        redlock__retry_destroy(&c->retry);
         pthread_mutex_destroy(&wd->mu);
         pthread_mutex_destroy(&wd->run_mu);
         pthread_cond_destroy(&wd->cond);
@@ -705,7 +586,6 @@ int redlock__watchdog_start(redlock_client *c)
 void redlock__watchdog_stop(redlock_client *c)
 {
     redlock__watchdog *wd = &c->wd;
-    redlock__pending *p;
 
     if (!wd->running)
         return;
@@ -715,10 +595,11 @@ void redlock__watchdog_stop(redlock_client *c)
     pthread_mutex_unlock(&wd->mu);
     pthread_join(wd->thread, NULL);
     wd->running = 0;
-    while ((p = wd->pending) != NULL) {
-        wd->pending = p->next;
-        free_pending(p);
-    }
+    /* Nothing is sent in the background any more: what is queued now is
+     * only flushed (redlock_client_free) or dropped. */
+    pthread_mutex_lock(&c->retry.mu);
+    c->retry.wake = NULL;
+    pthread_mutex_unlock(&c->retry.mu);
     pthread_mutex_destroy(&wd->mu);
     pthread_mutex_destroy(&wd->run_mu);
     pthread_cond_destroy(&wd->cond);

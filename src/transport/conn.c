@@ -24,6 +24,7 @@
 #include "core/error.h"
 #include "resp/scripts.h"
 #include "transport/reader.h"
+#include "transport/transport.h"
 #include "transport/tls.h"
 
 /* Beyond this many abandoned replies a node is hopelessly behind. Closing
@@ -480,6 +481,39 @@ int redlock__conn_io(redlock__conn *c, short revents)
     if (revents & (POLLIN | POLLHUP | POLLERR) || (c->ssl && SSL_pending(c->ssl)))
         return read_in(c);
     return REDLOCK_OK;
+}
+
+int redlock__queue_call(redlock__conn *c, const redlock__call *call, int fallback)
+{
+    const char *argv[REDLOCK__MAX_CALL_ARGS + 3];
+    size_t lens[REDLOCK__MAX_CALL_ARGS + 3];
+    char nkeys[12];
+    int argc = 0, i, len;
+    char *cmd = NULL;
+
+    if (call->argc > REDLOCK__MAX_CALL_ARGS)
+        return REDLOCK_EINVAL;
+    if (call->script >= 0) {
+        const redlock__script *s = &redlock__scripts[call->script];
+
+        argv[argc] = fallback ? "EVAL" : "EVALSHA";
+        lens[argc++] = fallback ? 4 : 7;
+        argv[argc] = fallback ? s->body : s->sha1;
+        lens[argc++] = fallback ? s->len : 40;
+        snprintf(nkeys, sizeof(nkeys), "%d", call->nkeys);
+        argv[argc] = nkeys;
+        lens[argc++] = strlen(nkeys);
+    }
+    for (i = 0; i < call->argc; i++) {
+        argv[argc] = call->argv[i];
+        lens[argc++] = call->argvlen ? call->argvlen[i] : strlen(call->argv[i]);
+    }
+    len = redisFormatCommandArgv(&cmd, argc, argv, lens);
+    if (len < 0)
+        return REDLOCK_ENOMEM;
+    i = redlock__conn_queue(c, cmd, (size_t)len);
+    redisFreeCommand(cmd);
+    return i;
 }
 
 int redlock__server_error_code(const char *msg)

@@ -66,6 +66,11 @@ int redlock__conn_open(redlock__conn *c);
 /* Appends an encoded command to the output. */
 int redlock__conn_queue(redlock__conn *c, const char *cmd, size_t len);
 
+/* Formats a call as EVALSHA (fallback == 0) or EVAL, or as a plain
+ * command, and queues it on c. At most REDLOCK__MAX_CALL_ARGS arguments. */
+struct redlock__call;
+int redlock__queue_call(redlock__conn *c, const struct redlock__call *call, int fallback);
+
 /* poll() events the connection is waiting for. */
 short redlock__conn_events(const redlock__conn *c);
 

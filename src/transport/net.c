@@ -13,7 +13,6 @@
 #include "transport/pubsub.h"
 
 #define MAX_BATCHES 64
-#define MAX_ARGS 16
 /* Calls per batch kept on the stack; watchdog batches can be far larger
  * (one renewal per held lock) and go to the heap. */
 #define INLINE_CALLS 8
@@ -22,39 +21,6 @@ typedef struct redlock__connset {
     struct redlock__connset *next;
     redlock__conn conns[];
 } redlock__connset;
-
-int redlock__queue_call(redlock__conn *c, const redlock__call *call, int fallback)
-{
-    const char *argv[MAX_ARGS + 3];
-    size_t lens[MAX_ARGS + 3];
-    char nkeys[12];
-    int argc = 0, i, len;
-    char *cmd = NULL;
-
-    if (call->argc > MAX_ARGS)
-        return REDLOCK_EINVAL;
-    if (call->script >= 0) {
-        const redlock__script *s = &redlock__scripts[call->script];
-
-        argv[argc] = fallback ? "EVAL" : "EVALSHA";
-        lens[argc++] = fallback ? 4 : 7;
-        argv[argc] = fallback ? s->body : s->sha1;
-        lens[argc++] = fallback ? s->len : 40;
-        snprintf(nkeys, sizeof(nkeys), "%d", call->nkeys);
-        argv[argc] = nkeys;
-        lens[argc++] = strlen(nkeys);
-    }
-    for (i = 0; i < call->argc; i++) {
-        argv[argc] = call->argv[i];
-        lens[argc++] = call->argvlen ? call->argvlen[i] : strlen(call->argv[i]);
-    }
-    len = redisFormatCommandArgv(&cmd, argc, argv, lens);
-    if (len < 0)
-        return REDLOCK_ENOMEM;
-    i = redlock__conn_queue(c, cmd, (size_t)len);
-    redisFreeCommand(cmd);
-    return i;
-}
 
 /* Per-batch progress. Replies come back in the order requests were sent,
  * so the calls awaiting an answer form a FIFO; a NOSCRIPT answer re-queues

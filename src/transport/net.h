@@ -34,8 +34,5 @@ int redlock__fanout_conns(redlock__conn *conns, const redlock__batch *batches,
                           size_t n, int connect_timeout_ms, uint64_t *failures,
                           redlock__reply_fn fn, void *ud);
 
-/* Formats a call as EVALSHA (fallback == 0) or EVAL, or as a plain
- * command, and queues it on c. */
-int redlock__queue_call(redlock__conn *c, const redlock__call *call, int fallback);
 
 #endif

@@ -14,7 +14,7 @@
 
 #include "core/error.h"
 #include "core/util.h"
-#include "transport/net.h"
+#include "transport/transport.h"
 
 #define CHANNEL_PREFIX "redisson_lock__channel:{"
 #define RECONNECT_MIN_MS 50

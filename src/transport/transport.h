@@ -12,6 +12,9 @@
 
 struct redisReply;
 
+/* The most arguments (keys included) one call may carry. */
+#define REDLOCK__MAX_CALL_ARGS 16
+
 /* One command: a script call (EVALSHA, falling back to EVAL on NOSCRIPT)
  * or, with script < 0, a plain command whose argv[0] is its name. */
 typedef struct redlock__call {

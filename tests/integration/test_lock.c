@@ -12,7 +12,9 @@
  * never leaves a frozen node behind.
  */
 #include "core/util.h"
+#include "lock/hold.h"
 #include "lock/internal.h"
+#include "lock/watchdog.h"
 #include "redlock/redlock.h"
 #include "rig_env.h"
 

@@ -9,7 +9,9 @@
  * so one failure never leaves a frozen or dead node to the next case.
  */
 #include "core/util.h"
+#include "lock/hold.h"
 #include "lock/internal.h"
+#include "lock/watchdog.h"
 #include "redlock/redlock.h"
 #include "resp/scripts.h"
 #include "rig_env.h"

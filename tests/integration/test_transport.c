@@ -24,7 +24,9 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "lock/hold.h"
 #include "lock/internal.h"
+#include "lock/watchdog.h"
 #include "redlock/redlock.h"
 #include "resp/scripts.h"
 #include "rig_env.h"

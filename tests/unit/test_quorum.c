@@ -18,7 +18,9 @@
 
 #include "core/util.h"
 #include "fake_transport.h"
+#include "lock/hold.h"
 #include "lock/internal.h"
+#include "lock/watchdog.h"
 #include "redlock/redlock.h"
 #include "resp/scripts.h"
 

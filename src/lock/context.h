@@ -1,0 +1,26 @@
+/* What the lock core shares through the client (context.c). */
+#ifndef REDLOCK_LOCK_CONTEXT_H
+#define REDLOCK_LOCK_CONTEXT_H
+
+#include "lock/internal.h"
+
+void redlock__log(redlock_client *c, redlock_log_level level, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+void redlock__stat_add(uint64_t *counter, uint64_t n);
+/* A request id, also the generation of the hold a fresh grant makes: 12
+ * hex digits of a per-client sequence (so acquire.lua can tell a leftover
+ * of ours from a newer hold), then 20 random ones. out gets 33 bytes. */
+void redlock__request_id(redlock_client *c, char *out);
+/* Nonzero once redlock_client_cancel() was called. */
+int redlock__canceled(const redlock_client *c);
+/* The per-request timeout for a lease (see redlock_options). */
+int64_t redlock__node_timeout_ns(const redlock_client *c, int64_t lease_ms);
+void redlock__owner_field(const redlock_client *c, uint64_t owner, char *out, size_t cap);
+
+/* Starts the calling thread's per-member report for a call through l:
+ * every member's outcome NONE, no latency. Returns the report to fill. */
+redlock_member_report *redlock__report_begin(redlock_lock *l);
+/* The calling thread's report if its last call went through l, or NULL. */
+const redlock_member_report *redlock__report_of(const redlock_lock *l);
+
+#endif

@@ -1,0 +1,71 @@
+/*
+ * Calls the client still owes a node (releases and aborts nobody waited
+ * for), delivered in the background with a back-off per node (retry.c).
+ * The watchdog thread sends them with its ticks; redlock_client_flush()
+ * sends them at once. Thread-safe: one mutex, a leaf.
+ */
+#ifndef REDLOCK_LOCK_RETRY_H
+#define REDLOCK_LOCK_RETRY_H
+
+#include <pthread.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "transport/transport.h"
+
+#define REDLOCK__RETRY_MAX_NODES 64
+
+typedef struct redlock__pending {
+    struct redlock__pending *next;
+    size_t node;
+    int script, nkeys, argc;
+    char *argv[REDLOCK__MAX_CALL_ARGS];
+    int64_t give_up_ns;
+    int64_t next_try_ns;
+} redlock__pending;
+
+typedef struct redlock__retry {
+    pthread_mutex_t mu;             /* guards everything below */
+    redlock__pending *pending;
+    /* Per node: back-off after unanswered calls, and when the next may go. */
+    int backoff_ms[REDLOCK__RETRY_MAX_NODES];
+    int64_t next_try_ns[REDLOCK__RETRY_MAX_NODES];
+    int enabled;
+    /* Told (without the mutex) when a call is queued: wakes the sender. */
+    void (*wake)(void *ud);
+    void *wake_ud;
+} redlock__retry;
+
+void redlock__retry_init(redlock__retry *r, void (*wake)(void *), void *wake_ud);
+/* Drops what is still owed and stops accepting calls. */
+void redlock__retry_destroy(redlock__retry *r);
+
+/* Queues a script call to send until give_up_ns (the strings are copied);
+ * its first try is after PENDING_RETRY_MS at the earliest. */
+void redlock__retry_queue(redlock__retry *r, int64_t now, size_t node, int script, int nkeys,
+                          int argc, const char *const *argv, int64_t give_up_ns);
+
+/*
+ * Takes the calls due at now, or every call with all != 0, into *out (a
+ * list the caller owns until it settles it); drops calls past their give-up
+ * time. A node that did not answer last time gets one call, its probe,
+ * until it answers: what was sent to it waits in its socket. Returns how
+ * many were taken.
+ */
+size_t redlock__retry_take(redlock__retry *r, int64_t now, int all,
+                           int (*silent)(void *ud, size_t node), void *silent_ud,
+                           redlock__pending **out);
+
+/*
+ * Settles a taken list: answered[i] != 0 for the i-th call answered. Puts
+ * back the rest; a node that answered anything may go again at once, one
+ * that did not backs off (100 ms doubling to 3.2 s, with jitter). Returns
+ * how many calls are still owed from this list.
+ */
+size_t redlock__retry_settle(redlock__retry *r, redlock__pending *taken,
+                             const unsigned char *answered, int64_t now);
+
+/* The next moment a queued call falls due (INT64_MAX: none). */
+int64_t redlock__retry_next_due(redlock__retry *r);
+
+#endif

@@ -1,0 +1,27 @@
+/* The watchdog thread: renewals, loss verdicts, background delivery (watchdog.c). */
+#ifndef REDLOCK_LOCK_WATCHDOG_H
+#define REDLOCK_LOCK_WATCHDOG_H
+
+#include "lock/internal.h"
+
+int redlock__watchdog_start(redlock_client *c);
+void redlock__watchdog_stop(redlock_client *c);
+void redlock__watchdog_add(redlock_lock *l);
+/* Removes l and waits until no tick is using it. */
+void redlock__watchdog_remove(redlock_lock *l);
+/* Called by redlock_lock_free: nonzero when the calling thread is the tick
+ * that is using l (an on_lost callback freeing a lock); l is then unlisted
+ * and the tick frees it when it is done with it. */
+int redlock__watchdog_free_later(redlock_lock *l);
+/* Waits until no watchdog tick is working on l. A tick that found l's hold
+ * lost still releases what is left of it after telling the holder; a new
+ * hold of the same owner taken meanwhile would re-enter those leftovers
+ * and then lose them to that release (and be unlisted with the old one). */
+void redlock__watchdog_settle(redlock_lock *l);
+/* Sends every queued background call once and waits up to timeout_ms for
+ * the answers (redlock_client_flush). */
+int redlock__watchdog_flush(redlock_client *c, int timeout_ms);
+/* Runs one watchdog tick now (tests). */
+void redlock__watchdog_tick(redlock_client *c);
+
+#endif

@@ -286,109 +286,119 @@ static int unavailable_too_long(redlock_lock *l, int rc, int64_t now)
     return now - since >= l->client->unavailable_timeout_ms * REDLOCK__NS_PER_MS;
 }
 
-int redlock_acquire_as(redlock_lock *l, uint64_t owner, int64_t wait_ms, int64_t lease_ms)
-{
+/* One acquire with its wait: the state its named steps share. */
+typedef struct acquire {
+    redlock_lock *l;
     redlock_client *c;
-    const redlock__transport_ops *ops;
-    redlock__attempt_result res;
+    uint64_t owner;
     char field[64];
-    int64_t deadline, start;
-    void *watch = NULL;
-    uint64_t seen = 0;
-    int watchdog = lease_ms <= 0, rc, watched = 0, woken = 0, losses = 0, settle, reentry;
-    int unavailable = 0;
-    int64_t attempt_ns = 0;
+    int64_t wait_ms, lease_ms;
+    int watchdog;            /* the lease is the watchdog's, renewed */
+    int64_t start_ns, deadline_ns;
+    redlock__attempt_result res; /* the last attempt's */
+    int64_t attempt_ns;      /* how long it took */
+    void *watch;             /* release messages, once subscribed */
+    int watched;             /* subscribing was tried (once) */
+    uint64_t seen;
+    int woken;               /* the last wait ended on a release message */
+    int losses;              /* races lost in a row (see backoff_until) */
+    int unavailable;         /* ended on the unavailable timeout */
+} acquire;
 
-    if (!l)
-        return redlock__fail(REDLOCK_EINVAL, "lock is NULL");
-    if (owner == 0)
-        return redlock__fail(REDLOCK_EINVAL, "owner id 0 is reserved");
-    c = l->client;
-    ops = c->tp.ops;
-    if (watchdog)
-        lease_ms = c->watchdog_lease_ms;
-    if ((rc = check_lease(c, lease_ms)) != REDLOCK_OK)
-        return rc;
-    if (redlock__canceled(c))
-        return redlock__fail(REDLOCK_ECANCELED, "lock '%s': the client was canceled",
-                             l->members[0].name);
-    redlock__owner_field(c, owner, field, sizeof(field));
-    memset(&res, 0, sizeof(res));
-    start = ops->now_ns(c->tp.ctx);
-    deadline = wait_ms < 0 ? INT64_MAX : start + wait_ms * REDLOCK__NS_PER_MS;
-    for (;;) {
-        int64_t now, until, before;
+static int64_t now_of(const acquire *a)
+{
+    return a->c->tp.ops->now_ns(a->c->tp.ctx);
+}
 
-        /* Only a tick that is cleaning up a lost hold pins a lock that is
-         * not held; a hold taken now must come after that clean-up. */
-        pthread_mutex_lock(&l->mu);
-        reentry = l->state == REDLOCK__HELD && l->owner == owner;
-        settle = l->state != REDLOCK__HELD;
-        pthread_mutex_unlock(&l->mu);
-        if (settle)
-            redlock__watchdog_settle(l);
-        before = ops->now_ns(c->tp.ctx);
-        rc = redlock__attempt(l, field, lease_ms, reentry, &res);
-        attempt_ns = ops->now_ns(c->tp.ctx) - before;
-        if (rc == REDLOCK_OK) {
-            hold_acquired(l, owner, field, lease_ms, watchdog, &res);
-            record_latency(c, ops->now_ns(c->tp.ctx) - start);
-            break;
-        }
-        if (rc == REDLOCK_EBUSY)
-            redlock__stat_add(&c->stats.busy, 1);
-        else if (rc == REDLOCK_ENO_QUORUM)
-            redlock__stat_add(&c->stats.no_quorum, 1);
-        /* Refusals for good (auth, TLS, config) that leave no quorum end
-         * here: the attempt already returned their code. */
-        if (!redlock__attempt_retryable(rc))
-            break;
-        now = ops->now_ns(c->tp.ctx);
-        if (redlock__canceled(c)) {
-            rc = REDLOCK_ECANCELED;
-            break;
-        }
-        if (unavailable_too_long(l, rc, now)) {
-            unavailable = 1;
-            break;
-        }
-        if (wait_ms == 0 || now >= deadline) {
-            rc = redlock__wait_outcome(rc, wait_ms);
-            break;
-        }
-        if (!watched && !c->disable_pubsub) {
-            /* Subscribe first, then try again at once: a release between
-             * the failed attempt and the subscription is then not missed. */
-            watched = 1;
-            watch = watch_members(l, now + redlock__node_timeout_ns(c, lease_ms));
-            continue;
-        }
-        until = next_try(c, rc, &res, now);
-        if (until > deadline)
-            until = deadline;
-        /* A grant that came back too late to be valid backs off like a
-         * lost race: its own abort's release message would wake it. */
-        if (rc == REDLOCK_ETIMEOUT)
-            losses++;
-        else
-            losses = woken && rc == REDLOCK_EBUSY && l->n > 1 ? losses + 1 : 0;
-        if (rc == REDLOCK_ETIMEOUT) {
-            rc = ops->wait(c->tp.ctx, watch, &seen,
-                           backoff_until(now, attempt_ns, losses, deadline));
-            woken = 0;
-        } else {
-            rc = ops->wait(c->tp.ctx, watch, &seen, until);
-            woken = rc == REDLOCK_OK;
-            if (woken && losses > 0)
-                rc = ops->wait(c->tp.ctx, watch, &seen,
-                               backoff_until(ops->now_ns(c->tp.ctx), attempt_ns, losses,
-                                             deadline));
-        }
-        if (rc == REDLOCK_ECLOSED)
-            break;
+/* Step: one attempt. A fresh acquire first waits for a tick cleaning up a
+ * lost hold of this lock, so the new hold comes after that clean-up. */
+static int attempt_once(acquire *a)
+{
+    redlock_lock *l = a->l;
+    int reentry, settle, rc;
+    int64_t before;
+
+    pthread_mutex_lock(&l->mu);
+    reentry = l->state == REDLOCK__HELD && l->owner == a->owner;
+    settle = l->state != REDLOCK__HELD;
+    pthread_mutex_unlock(&l->mu);
+    if (settle)
+        redlock__watchdog_settle(l);
+    before = now_of(a);
+    rc = redlock__attempt(l, a->field, a->lease_ms, reentry, &a->res);
+    a->attempt_ns = now_of(a) - before;
+    if (rc == REDLOCK_OK) {
+        hold_acquired(l, a->owner, a->field, a->lease_ms, a->watchdog, &a->res);
+        record_latency(a->c, now_of(a) - a->start_ns);
+    } else if (rc == REDLOCK_EBUSY) {
+        redlock__stat_add(&a->c->stats.busy, 1);
+    } else if (rc == REDLOCK_ENO_QUORUM) {
+        redlock__stat_add(&a->c->stats.no_quorum, 1);
     }
-    if (watch)
-        ops->unwatch(c->tp.ctx, watch);
+    return rc;
+}
+
+/* Step: after a failed attempt, whether the wait is over; *rc becomes the
+ * caller's answer if it is. */
+static int wait_is_over(acquire *a, int *rc)
+{
+    int64_t now = now_of(a);
+
+    /* Refusals for good (auth, TLS, config) that leave no quorum end
+     * here: the attempt already returned their code. */
+    if (!redlock__attempt_retryable(*rc))
+        return 1;
+    if (redlock__canceled(a->c)) {
+        *rc = REDLOCK_ECANCELED;
+        return 1;
+    }
+    if (unavailable_too_long(a->l, *rc, now)) {
+        a->unavailable = 1;
+        return 1;
+    }
+    if (a->wait_ms == 0 || now >= a->deadline_ns) {
+        *rc = redlock__wait_outcome(*rc, a->wait_ms);
+        return 1;
+    }
+    return 0;
+}
+
+/* Step: sleep until the next attempt is worth making: a release message,
+ * the holder's TTL, a random delay, or a back-off after a lost race.
+ * Returns REDLOCK_ECLOSED if the client is closing. */
+static int sleep_until_next(acquire *a, int rc)
+{
+    const redlock__transport_ops *ops = a->c->tp.ops;
+    int64_t now = now_of(a), until = next_try(a->c, rc, &a->res, now);
+
+    if (until > a->deadline_ns)
+        until = a->deadline_ns;
+    /* A grant that came back too late to be valid backs off like a lost
+     * race: its own abort's release message would wake it. */
+    if (rc == REDLOCK_ETIMEOUT) {
+        a->losses++;
+        a->woken = 0;
+        return ops->wait(a->c->tp.ctx, a->watch, &a->seen,
+                         backoff_until(now, a->attempt_ns, a->losses, a->deadline_ns));
+    }
+    a->losses = a->woken && rc == REDLOCK_EBUSY && a->l->n > 1 ? a->losses + 1 : 0;
+    rc = ops->wait(a->c->tp.ctx, a->watch, &a->seen, until);
+    a->woken = rc == REDLOCK_OK;
+    if (a->woken && a->losses > 0)
+        rc = ops->wait(a->c->tp.ctx, a->watch, &a->seen,
+                       backoff_until(now_of(a), a->attempt_ns, a->losses, a->deadline_ns));
+    return rc;
+}
+
+/* Step: the caller's answer, with its message. */
+static int finish(acquire *a, int rc)
+{
+    redlock_lock *l = a->l;
+    const redlock__attempt_result *res = &a->res;
+    const char *why = first_failure(l), *sep = *why ? "; " : "";
+
+    if (a->watch)
+        a->c->tp.ops->unwatch(a->c->tp.ctx, a->watch);
     switch (rc) {
     case REDLOCK_OK:
         return REDLOCK_OK;
@@ -396,37 +406,79 @@ int redlock_acquire_as(redlock_lock *l, uint64_t owner, int64_t wait_ms, int64_t
         return redlock__fail(rc, "lock '%s' is held by another owner", l->members[0].name);
     case REDLOCK_ETIMEOUT:
         return redlock__fail(rc, "lock '%s' not acquired within %lld ms", l->members[0].name,
-                             (long long)wait_ms);
+                             (long long)a->wait_ms);
     case REDLOCK_ECANCELED:
         return redlock__fail(rc, "acquire of '%s' canceled", l->members[0].name);
     case REDLOCK_EAUTH:
     case REDLOCK_ETLS:
     case REDLOCK_ECONFIG:
         return redlock__fail(rc, "lock '%s': %d of %zu members refuse for good, quorum is %d%s%s",
-                             l->members[0].name, res.permanent, l->n, l->quorum,
-                             *first_failure(l) ? "; " : "", first_failure(l));
+                             l->members[0].name, res->permanent, l->n, l->quorum, sep, why);
     case REDLOCK_ENO_QUORUM:
-        if (res.granted >= l->quorum && l->fencing)
+        if (res->granted >= l->quorum && l->fencing)
             return redlock__fail(rc, "lock '%s': granted, but too few members stored the "
                                  "fencing token (%d confirmed of %zu, quorum is %d)%s%s",
-                                 l->members[0].name, res.fence_confirmed, l->n, l->quorum,
-                                 *first_failure(l) ? "; " : "", first_failure(l));
-        if (unavailable)
+                                 l->members[0].name, res->fence_confirmed, l->n, l->quorum,
+                                 sep, why);
+        if (a->unavailable)
             return redlock__fail(rc, "lock '%s': no quorum of nodes reachable for %lld ms: "
                                  "%d of %zu members failed, quorum is %d%s%s",
-                                 l->members[0].name, (long long)c->unavailable_timeout_ms,
-                                 res.failed, l->n, l->quorum,
-                                 *first_failure(l) ? "; " : "", first_failure(l));
+                                 l->members[0].name, (long long)a->c->unavailable_timeout_ms,
+                                 res->failed, l->n, l->quorum, sep, why);
         /* The attempt stops as soon as Q is out of reach, so members that
          * had not answered yet are neither reachable nor failed: say what
          * is known. */
         return redlock__fail(rc,
                              "lock '%s': no quorum: %d of %zu members failed, quorum is %d%s%s",
-                             l->members[0].name, res.failed, l->n, l->quorum,
-                             *first_failure(l) ? "; " : "", first_failure(l));
+                             l->members[0].name, res->failed, l->n, l->quorum, sep, why);
     default:
         return rc;
     }
+}
+
+/* attempt -> (over? finish) -> subscribe once, then attempt at once ->
+ * sleep until the next attempt -> attempt ... */
+int redlock_acquire_as(redlock_lock *l, uint64_t owner, int64_t wait_ms, int64_t lease_ms)
+{
+    acquire a;
+    int rc;
+
+    if (!l)
+        return redlock__fail(REDLOCK_EINVAL, "lock is NULL");
+    if (owner == 0)
+        return redlock__fail(REDLOCK_EINVAL, "owner id 0 is reserved");
+    memset(&a, 0, sizeof(a));
+    a.l = l;
+    a.c = l->client;
+    a.owner = owner;
+    a.wait_ms = wait_ms;
+    a.watchdog = lease_ms <= 0;
+    a.lease_ms = a.watchdog ? a.c->watchdog_lease_ms : lease_ms;
+    if ((rc = check_lease(a.c, a.lease_ms)) != REDLOCK_OK)
+        return rc;
+    if (redlock__canceled(a.c))
+        return redlock__fail(REDLOCK_ECANCELED, "lock '%s': the client was canceled",
+                             l->members[0].name);
+    redlock__owner_field(a.c, owner, a.field, sizeof(a.field));
+    a.start_ns = now_of(&a);
+    a.deadline_ns = wait_ms < 0 ? INT64_MAX : a.start_ns + wait_ms * REDLOCK__NS_PER_MS;
+    for (;;) {
+        rc = attempt_once(&a);
+        if (rc == REDLOCK_OK || wait_is_over(&a, &rc))
+            break;
+        if (!a.watched && !a.c->disable_pubsub) {
+            /* Subscribe first, then try again at once: a release between
+             * the failed attempt and the subscription is then not missed. */
+            a.watched = 1;
+            a.watch = watch_members(l, now_of(&a) + redlock__node_timeout_ns(a.c, a.lease_ms));
+            continue;
+        }
+        if (sleep_until_next(&a, rc) == REDLOCK_ECLOSED) {
+            rc = REDLOCK_ECLOSED;
+            break;
+        }
+    }
+    return finish(&a, rc);
 }
 
 int redlock_lock_acquire(redlock_lock *l)
@@ -453,100 +505,139 @@ int redlock_try_lock_for(redlock_lock *l, int64_t wait_ms, int64_t lease_ms)
     return redlock_acquire_as(l, redlock__gettid(), wait_ms, lease_ms);
 }
 
-int redlock_unlock_as(redlock_lock *l, uint64_t owner)
-{
-    redlock__unlock_tally outcome;
-    redlock_client *c;
-    char field[64];
+/* What an unlock knows before it sends anything, read under l->mu. */
+typedef struct unlock_snapshot {
+    int ours;          /* this handle records a hold of the owner */
+    int final;         /* and this unlock drops its last count */
+    int expired;       /* its validity ended before the unlock */
+    int64_t lease_ms;
+    int64_t give_up_ns; /* background releases stop here */
     redlock__gens gens[REDLOCK__MAX_NODES];
-    int64_t lease_ms, give_up, now;
-    int ours, final, expired, released = 0, decremented = 0, not_held = 0, rc;
-    size_t m;
+} unlock_snapshot;
 
-    if (!l)
-        return redlock__fail(REDLOCK_EINVAL, "lock is NULL");
-    c = l->client;
-    pthread_mutex_lock(&l->mu);
-    if ((l->state == REDLOCK__LOST && l->owner == owner) || redlock__hold_forget_lost(l, owner)) {
-        int reason = l->lost_reason;
+/* Nonzero (and the loss forgotten, its reason in *reason) when owner's
+ * hold through l was lost: the unlock then only reports it. */
+static int take_loss(redlock_lock *l, uint64_t owner, int *reason)
+{
+    int lost_here = l->state == REDLOCK__LOST && l->owner == owner;
+    int remembered = redlock__hold_forget_lost(l, owner);
 
-        if (l->state == REDLOCK__LOST && l->owner == owner)
-            l->state = REDLOCK__FREE;
-        redlock__hold_forget_lost(l, owner);
-        pthread_mutex_unlock(&l->mu);
-        return redlock__fail(REDLOCK_ELOST, "lock '%s' was lost before unlock (%s)",
-                             l->members[0].name, redlock_strerror(reason));
-    }
-    ours = l->state == REDLOCK__HELD && l->owner == owner;
-    final = ours && l->count == 1;
-    lease_ms = ours ? l->lease_ms : c->watchdog_lease_ms;
-    now = c->tp.ops->now_ns(c->tp.ctx);
+    if (!lost_here && !remembered)
+        return 0;
+    *reason = l->lost_reason;
+    if (lost_here)
+        l->state = REDLOCK__FREE;
+    return 1;
+}
+
+static void snapshot(redlock_lock *l, uint64_t owner, unlock_snapshot *s)
+{
+    redlock_client *c = l->client;
+    int64_t now = c->tp.ops->now_ns(c->tp.ctx);
+
+    s->ours = l->state == REDLOCK__HELD && l->owner == owner;
+    s->final = s->ours && l->count == 1;
+    s->lease_ms = s->ours ? l->lease_ms : c->watchdog_lease_ms;
     /* Validity ran out before anyone noticed (a fixed lease held too long,
      * or a watchdog tick still pending): the caller must hear of it, even
      * if some members still had the key to release. */
-    expired = ours && now >= l->validity_end_ns;
-    give_up = ours && l->validity_end_ns > now ? l->validity_end_ns
-                                               : now + lease_ms * REDLOCK__NS_PER_MS;
-    if (ours && l->watchdog)
-        give_up = now + lease_ms * REDLOCK__NS_PER_MS;
-    pthread_mutex_unlock(&l->mu);
+    s->expired = s->ours && now >= l->validity_end_ns;
+    s->give_up_ns = s->ours && !l->watchdog && l->validity_end_ns > now
+                        ? l->validity_end_ns
+                        : now + s->lease_ms * REDLOCK__NS_PER_MS;
+}
+
+/* Sends the release (and, after a last release that some member only
+ * decremented, a drop-all there); fills the tally. */
+static int release(redlock_lock *l, uint64_t owner, unlock_snapshot *s,
+                   redlock__unlock_tally *t)
+{
+    redlock_client *c = l->client;
+    char field[64];
+    size_t m;
+    int rc;
 
     /* The watchdog stops before the last release goes out, so no renewal
      * can outlive or re-create a released lock. */
-    if (final)
+    if (s->final)
         redlock__watchdog_remove(l);
     /* Read after the watchdog stopped: a restore it made carries its own
      * generation. Without a hold here the generation is unknown, and any
      * hold of this owner is released. */
     pthread_mutex_lock(&l->mu);
     for (m = 0; m < l->n; m++)
-        gens[m] = l->members[m].gens;
+        s->gens[m] = l->members[m].gens;
     pthread_mutex_unlock(&l->mu);
     redlock__owner_field(c, owner, field, sizeof(field));
-    rc = redlock__release_members(l, field, ours ? (const redlock__gens *)gens : NULL, lease_ms,
-                                  0, give_up, &released, &decremented, &not_held);
+    rc = redlock__release_members(l, field, s->ours ? (const redlock__gens *)s->gens : NULL,
+                                  s->lease_ms, 0, s->give_up_ns, &t->released,
+                                  &t->decremented, &t->not_held);
     if (rc)
         return rc;
-
     pthread_mutex_lock(&l->mu);
-    if (ours && l->state == REDLOCK__HELD && l->owner == owner) {
-        if (--l->count == 0)
-            l->state = REDLOCK__FREE;
-    }
+    if (s->ours && l->state == REDLOCK__HELD && l->owner == owner && --l->count == 0)
+        l->state = REDLOCK__FREE;
     pthread_mutex_unlock(&l->mu);
-    if (final && decremented > 0) {
+    if (s->final && t->decremented > 0) {
         /* A member that was re-acquired by the watchdog has a lower count
          * than the others... or a higher one here: drop our field there. */
         int a = 0, b = 0, d = 0;
 
-        redlock__release_members(l, field, (const redlock__gens *)gens, lease_ms, 1, give_up,
-                                 &a, &b, &d);
+        redlock__release_members(l, field, (const redlock__gens *)s->gens, s->lease_ms, 1,
+                                 s->give_up_ns, &a, &b, &d);
     }
-    /* Without a hold recorded in this handle, only a quorum of our fields
-     * proves ownership: fragments left by a lost or failed hold are cleaned
-     * up above, but do not make the caller an owner. */
-    outcome.quorum = l->quorum;
-    outcome.ours = ours;
-    outcome.expired = expired;
-    outcome.released = released;
-    outcome.decremented = decremented;
-    outcome.not_held = not_held;
-    switch (redlock__unlock_outcome(&outcome)) {
+    return REDLOCK_OK;
+}
+
+/* The caller's answer, with its message. */
+static int settle(redlock_lock *l, const unlock_snapshot *s, redlock__unlock_tally *t)
+{
+    t->quorum = l->quorum;
+    t->ours = s->ours;
+    t->expired = s->expired;
+    switch (redlock__unlock_outcome(t)) {
     case REDLOCK_OK:
-        redlock__stat_add(&c->stats.released, 1);
+        redlock__stat_add(&l->client->stats.released, 1);
         return REDLOCK_OK;
     case REDLOCK_ELOST:
-        return redlock__fail(REDLOCK_ELOST, expired ? "lock '%s': validity ended before unlock"
-                                                    : "lock '%s' expired before unlock",
+        return redlock__fail(REDLOCK_ELOST, s->expired ? "lock '%s': validity ended before unlock"
+                                                       : "lock '%s' expired before unlock",
                              l->members[0].name);
     case REDLOCK_ENO_QUORUM:
         return redlock__fail(REDLOCK_ENO_QUORUM, "lock '%s': no member answered the release%s%s",
                              l->members[0].name, *first_failure(l) ? "; " : "",
                              first_failure(l));
     default:
+        /* Without a hold recorded in this handle, only a quorum of our
+         * fields proves ownership: fragments left by a lost or failed hold
+         * are cleaned up, but do not make the caller an owner. */
         return redlock__fail(REDLOCK_ENOT_OWNER, "lock '%s' is not held by this owner",
                              l->members[0].name);
     }
+}
+
+/* snapshot -> release -> settle. */
+int redlock_unlock_as(redlock_lock *l, uint64_t owner)
+{
+    redlock__unlock_tally tally;
+    unlock_snapshot s;
+    int lost, reason = 0, rc;
+
+    if (!l)
+        return redlock__fail(REDLOCK_EINVAL, "lock is NULL");
+    memset(&tally, 0, sizeof(tally));
+    memset(&s, 0, sizeof(s));
+    pthread_mutex_lock(&l->mu);
+    lost = take_loss(l, owner, &reason);
+    if (!lost)
+        snapshot(l, owner, &s);
+    pthread_mutex_unlock(&l->mu);
+    if (lost)
+        return redlock__fail(REDLOCK_ELOST, "lock '%s' was lost before unlock (%s)",
+                             l->members[0].name, redlock_strerror(reason));
+    if ((rc = release(l, owner, &s, &tally)) != REDLOCK_OK)
+        return rc;
+    return settle(l, &s, &tally);
 }
 
 int redlock_unlock(redlock_lock *l)

@@ -411,17 +411,89 @@ out:
     return confirmed;
 }
 
+/* Phase "send": the acquire script to every member at once, decided as
+ * soon as the outcome is certain. Fills a's counts. */
+static int send_acquire(redlock_lock *l, acquire_ctx *a, int64_t t0, int64_t deadline)
+{
+    redlock_client *c = l->client;
+    redlock__plan p;
+    int rc;
+
+    rc = redlock__plan_build(&p, l, NULL, REDLOCK__SCRIPT_ACQUIRE, l->fencing ? 4 : 3,
+                             l->fencing ? 9 : 8, fill_acquire, a, deadline);
+    if (rc)
+        return rc;
+    a->plan = &p;
+    a->pending = (int)l->n;
+    a->sent_ns = t0;
+    redlock__fanout(c, p.batches, p.nb, on_acquire_reply, a);
+    a->plan = NULL;
+    redlock__plan_free(&p);
+    if (c->tp.ops->now_ns(c->tp.ctx) >= deadline) {
+        size_t m;
+
+        /* Ran to the deadline: members not heard from were abandoned when
+         * the first timeout decided, but were silent just as long. */
+        for (m = 0; m < l->n; m++)
+            if (a->answer[m] == ANSWER_NONE)
+                redlock__node_went_silent(c, l->members[m].node);
+    }
+    return REDLOCK_OK;
+}
+
+/* Phase "decide": counts and validity into res and the tally. */
+static void decide_attempt(redlock_lock *l, const acquire_ctx *a, int64_t lease_ms, int64_t t0,
+                           redlock__attempt_result *res, redlock__tally *tally)
+{
+    redlock_client *c = l->client;
+    int64_t elapsed_ms = (c->tp.ops->now_ns(c->tp.ctx) - t0) / REDLOCK__NS_PER_MS;
+    int64_t drift_ms = redlock__drift_ms(lease_ms, c->drift_factor);
+
+    res->granted = a->granted;
+    res->busy = a->busy;
+    res->failed = a->failed;
+    res->min_pttl_ms = a->min_pttl_ms;
+    res->validity_ms = lease_ms - elapsed_ms - drift_ms;
+    res->valid_until_ns = t0 + (lease_ms - drift_ms) * REDLOCK__NS_PER_MS;
+    res->reentry = !a->fresh;
+    tally->n = (int)l->n;
+    tally->quorum = l->quorum;
+    tally->granted = a->granted;
+    tally->busy = a->busy;
+    tally->failed = a->failed;
+    tally->permanent = res->permanent;
+    tally->permanent_err = res->permanent_err;
+}
+
+/* Phase "fence": a fresh fenced grant stores T = max(candidates) on a
+ * quorum before it counts; validity is then measured again. */
+static redlock__fence fence_phase(redlock_lock *l, const char *field, const acquire_ctx *a,
+                                  int64_t lease_ms, int64_t t0, redlock__attempt_result *res)
+{
+    redlock_client *c = l->client;
+
+    if (a->granted < l->quorum || res->validity_ms <= 0 || !l->fencing || !a->fresh)
+        return REDLOCK__FENCE_NONE;
+    res->fence_confirmed =
+        fence_store(l, field, a->token, a->answer, lease_ms, res->valid_until_ns);
+    if (res->fence_confirmed < l->quorum)
+        return REDLOCK__FENCE_SHORT;
+    res->token = a->token;
+    res->validity_ms = lease_ms - (c->tp.ops->now_ns(c->tp.ctx) - t0) / REDLOCK__NS_PER_MS -
+                       redlock__drift_ms(lease_ms, c->drift_factor);
+    return REDLOCK__FENCE_CONFIRMED;
+}
+
+/* send -> decide -> fence -> (abort on failure). */
 int redlock__attempt(redlock_lock *l, const char *field, int64_t lease_ms, int reentry,
                      redlock__attempt_result *res)
 {
     redlock_client *c = l->client;
-    const redlock__transport_ops *ops = c->tp.ops;
     acquire_ctx a;
-    redlock__plan p;
     redlock__tally tally;
-    redlock__fence fence = REDLOCK__FENCE_NONE;
+    redlock__fence fence;
     char request_id[33];
-    int64_t t0, deadline, elapsed_ms, drift_ms;
+    int64_t t0;
     int rc;
 
     memset(res, 0, sizeof(*res));
@@ -444,56 +516,13 @@ int redlock__attempt(redlock_lock *l, const char *field, int64_t lease_ms, int r
         return redlock__fail(REDLOCK_ENOMEM, "out of memory");
     redlock__stat_add(&c->stats.attempts, 1);
 
-    t0 = ops->now_ns(c->tp.ctx);
-    deadline = t0 + redlock__node_timeout_ns(c, lease_ms);
-    rc = redlock__plan_build(&p, l, NULL, REDLOCK__SCRIPT_ACQUIRE, l->fencing ? 4 : 3,
-                             l->fencing ? 9 : 8, fill_acquire, &a, deadline);
-    if (rc) {
+    t0 = c->tp.ops->now_ns(c->tp.ctx);
+    if ((rc = send_acquire(l, &a, t0, t0 + redlock__node_timeout_ns(c, lease_ms))) != REDLOCK_OK) {
         free(a.answer);
         return rc;
     }
-    a.plan = &p;
-    a.pending = (int)l->n;
-    a.sent_ns = t0;
-    redlock__fanout(c, p.batches, p.nb, on_acquire_reply, &a);
-    redlock__plan_free(&p);
-    if (ops->now_ns(c->tp.ctx) >= deadline) {
-        size_t m;
-
-        /* Ran to the deadline: members not heard from were abandoned when
-         * the first timeout decided, but were silent just as long. */
-        for (m = 0; m < l->n; m++)
-            if (a.answer[m] == ANSWER_NONE)
-                redlock__node_went_silent(c, l->members[m].node);
-    }
-
-    elapsed_ms = (ops->now_ns(c->tp.ctx) - t0) / REDLOCK__NS_PER_MS;
-    drift_ms = redlock__drift_ms(lease_ms, c->drift_factor);
-    res->granted = a.granted;
-    res->busy = a.busy;
-    res->failed = a.failed;
-    res->min_pttl_ms = a.min_pttl_ms;
-    res->validity_ms = lease_ms - elapsed_ms - drift_ms;
-    res->valid_until_ns = t0 + (lease_ms - drift_ms) * REDLOCK__NS_PER_MS;
-    res->reentry = !a.fresh;
-    if (a.granted >= l->quorum && res->validity_ms > 0 && l->fencing && a.fresh) {
-        res->fence_confirmed =
-            fence_store(l, field, a.token, a.answer, lease_ms, res->valid_until_ns);
-        fence = res->fence_confirmed >= l->quorum ? REDLOCK__FENCE_CONFIRMED
-                                                  : REDLOCK__FENCE_SHORT;
-        if (fence == REDLOCK__FENCE_CONFIRMED) {
-            res->token = a.token;
-            elapsed_ms = (ops->now_ns(c->tp.ctx) - t0) / REDLOCK__NS_PER_MS;
-            res->validity_ms = lease_ms - elapsed_ms - drift_ms;
-        }
-    }
-    tally.n = (int)l->n;
-    tally.quorum = l->quorum;
-    tally.granted = a.granted;
-    tally.busy = a.busy;
-    tally.failed = a.failed;
-    tally.permanent = res->permanent;
-    tally.permanent_err = res->permanent_err;
+    decide_attempt(l, &a, lease_ms, t0, res, &tally);
+    fence = fence_phase(l, field, &a, lease_ms, t0, res);
     rc = redlock__attempt_outcome(&tally, res->validity_ms, fence);
     if (rc != REDLOCK_OK)
         /* Failed: undo on every member that may have granted, including

@@ -272,6 +272,9 @@ REDLOCK_EXTERN uint64_t redlock_thread_owner(void);
 
 typedef struct redlock_lock redlock_lock;
 
+/* The most nodes a client, and members a lock, may have. */
+#define REDLOCK_MAX_NODES 64
+
 /* The quorum that makes a MultiLock: every member must be held. */
 #define REDLOCK_QUORUM_ALL (-1)
 

@@ -135,10 +135,6 @@ void redlock__buf_consume(redlock__buf *b, size_t n)
         b->off = b->len = 0;
 }
 
-void redlock__buf_reset(redlock__buf *b)
-{
-    b->off = b->len = 0;
-}
 
 void redlock__buf_wipe(redlock__buf *b)
 {
@@ -151,4 +147,18 @@ void redlock__buf_free(redlock__buf *b)
 {
     free(b->data);
     memset(b, 0, sizeof(*b));
+}
+
+struct timespec redlock__timespec(int64_t ns)
+{
+    struct timespec ts;
+
+    ts.tv_sec = (time_t)(ns / 1000000000LL);
+    ts.tv_nsec = (long)(ns % 1000000000LL);
+    return ts;
+}
+
+void redlock__fmt_i64(char *buf, size_t cap, int64_t v)
+{
+    snprintf(buf, cap, "%lld", (long long)v);
 }

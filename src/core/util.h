@@ -4,6 +4,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <time.h>
 
 #define REDLOCK__NS_PER_MS 1000000LL
 
@@ -39,8 +40,11 @@ typedef struct redlock__buf {
 
 int redlock__buf_append(redlock__buf *b, const void *p, size_t n);
 void redlock__buf_consume(redlock__buf *b, size_t n);
-void redlock__buf_reset(redlock__buf *b);
 void redlock__buf_free(redlock__buf *b);
+/* A duration or a CLOCK_MONOTONIC time in ns as a timespec. */
+struct timespec redlock__timespec(int64_t ns);
+/* v in decimal, as scripts take their numeric arguments. */
+void redlock__fmt_i64(char *buf, size_t cap, int64_t v);
 /* Zeroes the whole capacity (it may have held a password), then frees. */
 void redlock__buf_wipe(redlock__buf *b);
 static inline size_t redlock__buf_pending(const redlock__buf *b)

@@ -15,7 +15,7 @@
 #include "lock/keys.h"
 #include "lock/retry.h"
 
-#define REDLOCK__MAX_NODES 64
+#define REDLOCK__MAX_NODES REDLOCK_MAX_NODES
 #define REDLOCK__MAX_NAME 65536
 #define REDLOCK__LOST_MEMORY 4     /* lost owners a handle remembers */
 #define REDLOCK__RELEASE_MSG "0"   /* what Redisson publishes */
@@ -144,7 +144,6 @@ typedef struct redlock__attempt_result {
     int64_t valid_until_ns;
     uint64_t token;      /* fencing token on a fresh fenced grant */
     int fence_confirmed; /* members that stored it (phase 2) */
-    int reentry;         /* every grant was a re-entry */
     int permanent;       /* members refusing for good (auth, TLS, config) */
     int permanent_err;   /* the code of one such refusal */
     redlock__gen request_id; /* the generation of the fresh grants it made */

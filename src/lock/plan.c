@@ -35,7 +35,7 @@ int redlock__plan_build(redlock__plan *p, const redlock_lock *l,
     p->member = calloc(count ? count : 1, sizeof(size_t));
     p->batch_start = calloc(count ? count : 1, sizeof(size_t));
     p->batches = calloc(count ? count : 1, sizeof(*p->batches));
-    p->argv = calloc((count ? count : 1) * REDLOCK__PLAN_ARGS, sizeof(char *));
+    p->argv = calloc((count ? count : 1) * REDLOCK__MAX_CALL_ARGS, sizeof(char *));
     p->owned = calloc(count ? count : 1, sizeof(char *));
     if (!p->calls || !p->member || !p->batch_start || !p->batches || !p->argv ||
         !p->owned) {
@@ -48,7 +48,7 @@ int redlock__plan_build(redlock__plan *p, const redlock_lock *l,
         size_t first = k;
 
         for (m = 0; m < l->n; m++) {
-            const char **argv = &p->argv[k * REDLOCK__PLAN_ARGS];
+            const char **argv = &p->argv[k * REDLOCK__MAX_CALL_ARGS];
 
             if (l->members[m].node != node || (include && !include[m]))
                 continue;

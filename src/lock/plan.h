@@ -5,7 +5,6 @@
 
 #include "lock/internal.h"
 
-#define REDLOCK__PLAN_ARGS 10
 
 typedef struct redlock__plan {
     size_t n;                  /* calls */
@@ -14,11 +13,11 @@ typedef struct redlock__plan {
     size_t *batch_start;       /* first call of each batch */
     redlock__batch *batches;
     size_t nb;
-    const char **argv;         /* REDLOCK__PLAN_ARGS per call */
+    const char **argv;         /* REDLOCK__MAX_CALL_ARGS per call */
     char **owned;              /* per call: a string the plan frees */
 } redlock__plan;
 
-/* Fills argv for member m (up to REDLOCK__PLAN_ARGS entries); may set
+/* Fills argv for member m (up to REDLOCK__MAX_CALL_ARGS entries); may set
  * *owned to a heap string used in argv, which the plan frees. Returns 0,
  * or -1 when out of memory. */
 typedef int (*redlock__plan_fill)(void *ud, size_t m, const char **argv,

@@ -270,11 +270,6 @@ static size_t defer_unanswered(redlock_lock *l, const redlock__plan *p,
     return deferred;
 }
 
-static void fmt_i64(char *buf, size_t cap, int64_t v)
-{
-    snprintf(buf, cap, "%lld", (long long)v);
-}
-
 /*
  * An abort to a silent node (see health.c) is sent but not waited for:
  * waiting would add a node timeout to every failed attempt while a node is
@@ -350,8 +345,8 @@ static void abort_attempt(redlock_lock *l, const char *field, const char *reques
     s.request_id = request_id;
     s.drop_all = "0";
     s.answered = answered;
-    fmt_i64(s.lease, sizeof(s.lease), lease_ms);
-    fmt_i64(s.latch_ms, sizeof(s.latch_ms), lease_ms);
+    redlock__fmt_i64(s.lease, sizeof(s.lease), lease_ms);
+    redlock__fmt_i64(s.latch_ms, sizeof(s.latch_ms), lease_ms);
     for (m = 0; m < l->n; m++)
         include[m] = answers[m] != ANSWER_BUSY;
     if (redlock__plan_build(&p, l, include, REDLOCK__SCRIPT_ABORT, 4, 8, fill_abort, &s,
@@ -455,7 +450,6 @@ static void decide_attempt(redlock_lock *l, const acquire_ctx *a, int64_t lease_
     res->min_pttl_ms = a->min_pttl_ms;
     res->validity_ms = lease_ms - elapsed_ms - drift_ms;
     res->valid_until_ns = t0 + (lease_ms - drift_ms) * REDLOCK__NS_PER_MS;
-    res->reentry = !a->fresh;
     tally->n = (int)l->n;
     tally->quorum = l->quorum;
     tally->granted = a->granted;
@@ -506,10 +500,10 @@ int redlock__attempt(redlock_lock *l, const char *field, int64_t lease_ms, int r
     a.fresh_only = reentry ? "0" : "1";
     a.res = res;
     a.min_pttl_ms = -1;
-    fmt_i64(a.lease, sizeof(a.lease), lease_ms);
+    redlock__fmt_i64(a.lease, sizeof(a.lease), lease_ms);
     /* The latch must outlive any late copy of the request, which can only
      * matter while a grant it made could still be alive. */
-    fmt_i64(a.latch_ms, sizeof(a.latch_ms), lease_ms);
+    redlock__fmt_i64(a.latch_ms, sizeof(a.latch_ms), lease_ms);
     a.rep = redlock__report_begin(l);
     a.answer = calloc(l->n, 1);
     if (!a.answer)
@@ -561,9 +555,9 @@ int redlock__release_members(redlock_lock *l, const char *field, const redlock__
     }
     for (m = 0; gens && m < l->n; m++)
         redlock__gens_format(&gens[m], s.gens[m]);
-    fmt_i64(s.lease, sizeof(s.lease), lease_ms);
+    redlock__fmt_i64(s.lease, sizeof(s.lease), lease_ms);
     /* A retried release must find its latch for as long as retries run. */
-    fmt_i64(s.latch_ms, sizeof(s.latch_ms),
+    redlock__fmt_i64(s.latch_ms, sizeof(s.latch_ms),
             (give_up_ns - now) / REDLOCK__NS_PER_MS + 1000);
     rc = redlock__plan_build(&p, l, NULL, REDLOCK__SCRIPT_RELEASE, 4, 10, fill_abort, &s,
                              now + redlock__node_timeout_ns(c, lease_ms));
@@ -616,8 +610,8 @@ void redlock__restore_members(redlock_lock *l, const char *field, int64_t lease_
     a.l = l;
     a.field = field;
     a.request_id = request_id;
-    fmt_i64(a.lease, sizeof(a.lease), lease_ms);
-    fmt_i64(a.latch_ms, sizeof(a.latch_ms), lease_ms);
+    redlock__fmt_i64(a.lease, sizeof(a.lease), lease_ms);
+    redlock__fmt_i64(a.latch_ms, sizeof(a.latch_ms), lease_ms);
     a.fresh_only = "0"; /* our hold lives on; only vanished members get it */
     if (redlock__plan_build(&p, l, include, REDLOCK__SCRIPT_ACQUIRE, l->fencing ? 4 : 3,
                             l->fencing ? 9 : 8, fill_acquire, &a, deadline_ns) != REDLOCK_OK)

@@ -11,9 +11,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "redlock/redlock.h"
 #include "transport/transport.h"
 
-#define REDLOCK__RETRY_MAX_NODES 64
+#define REDLOCK__RETRY_MAX_NODES REDLOCK_MAX_NODES
 
 typedef struct redlock__pending {
     struct redlock__pending *next;

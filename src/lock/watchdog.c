@@ -171,11 +171,6 @@ static void drop_from_list(redlock_client *c, redlock_lock *l)
     pthread_mutex_unlock(&c->wd.mu);
 }
 
-static void fmt_i64(char *buf, size_t cap, int64_t v)
-{
-    snprintf(buf, cap, "%lld", (long long)v);
-}
-
 /* Takes the holds due for renewal (and those due within the next sixth of
  * a lease, so renewals bunch into few ticks) and the background calls due
  * now. Called with wd->mu held. */
@@ -203,7 +198,7 @@ static int collect(redlock_client *c, tick *t, int64_t now)
             h->lease_ms = l->lease_ms;
             h->validity_end_ns = l->validity_end_ns;
             h->acquired_ns = l->acquired_ns;
-            fmt_i64(h->lease, sizeof(h->lease), l->lease_ms);
+            redlock__fmt_i64(h->lease, sizeof(h->lease), l->lease_ms);
         }
         pthread_mutex_unlock(&l->mu);
         if (due) {
@@ -551,8 +546,7 @@ static void *watchdog_main(void *arg)
              * CLOCK_MONOTONIC, which the condition variable uses too. */
             if (c->tp.ops->now_ns != redlock__net_ops.now_ns)
                 next = redlock__now_ns() + (next - now);
-            ts.tv_sec = next / 1000000000LL;
-            ts.tv_nsec = next % 1000000000LL;
+            ts = redlock__timespec(next);
             pthread_cond_timedwait(&wd->cond, &wd->mu, &ts);
         }
     }

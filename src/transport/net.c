@@ -236,8 +236,7 @@ int redlock__fanout_conns(redlock__conn *conns, const redlock__batch *batches,
         }
         if (stop || active == 0)
             break;
-        ts.tv_sec = (next - now) / 1000000000LL;
-        ts.tv_nsec = (next - now) % 1000000000LL;
+        ts = redlock__timespec(next - now);
         r = ppoll(pfd, active, &ts, NULL);
         if (r < 0 && errno != EINTR) {
             int saved = errno;

@@ -380,12 +380,6 @@ void redlock__pubsub_free(redlock__pubsub *ps)
     free(ps);
 }
 
-static void to_timespec(int64_t ns, struct timespec *ts)
-{
-    ts->tv_sec = ns / 1000000000LL;
-    ts->tv_nsec = ns % 1000000000LL;
-}
-
 static int settled(redlock__pubsub *ps, redlock__watch *w)
 {
     size_t i;
@@ -446,7 +440,7 @@ redlock__watch *redlock__pubsub_watch(redlock__pubsub *ps,
     w->n = n;
     w->start_gen = watch_gen(w);
     poke(ps);
-    to_timespec(deadline_ns, &ts);
+    ts = redlock__timespec(deadline_ns);
     while (!ps->closing && !settled(ps, w) && redlock__now_ns() < deadline_ns)
         if (pthread_cond_timedwait(&ps->cond, &ps->mu, &ts) == ETIMEDOUT)
             break;
@@ -463,12 +457,12 @@ int redlock__pubsub_wait(redlock__pubsub *ps, redlock__watch *w, uint64_t *seen,
 
     if (!ps || !w) {
         /* Without notifications a waiter just sleeps until its deadline. */
-        to_timespec(deadline_ns - redlock__now_ns(), &ts);
+        ts = redlock__timespec(deadline_ns - redlock__now_ns());
         if (ts.tv_sec >= 0 && (ts.tv_sec > 0 || ts.tv_nsec > 0))
             nanosleep(&ts, NULL);
         return REDLOCK_ETIMEOUT;
     }
-    to_timespec(deadline_ns, &ts);
+    ts = redlock__timespec(deadline_ns);
     pthread_mutex_lock(&ps->mu);
     if (*seen == 0)
         *seen = w->start_gen;

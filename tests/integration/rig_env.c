@@ -1,5 +1,9 @@
 #include "rig_env.h"
 
+#include <check.h>
+
+#include "redlock/redlock.h"
+
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -160,4 +164,31 @@ void rig_heal(size_t n)
         else
             rig_node("thaw", i);
     }
+}
+
+void rig_heal_all(void)
+{
+    rig_heal((size_t)rig_get_int("PLAIN_NODES"));
+}
+
+const char *rig_acl_uri(const char *user, const char *pass)
+{
+    static char buf[256];
+
+    snprintf(buf, sizeof(buf), "redis://%s:%s@127.0.0.1:%d", user, pass,
+             rig_get_int("PLAIN_BASE_PORT"));
+    return buf;
+}
+
+void rig_field_of(redlock_client *c, uint64_t owner, char *buf, size_t cap)
+{
+    snprintf(buf, cap, "%s:%llu", redlock_client_id(c), (unsigned long long)owner);
+}
+
+redlock_stats rig_stats(redlock_client *c)
+{
+    redlock_stats s;
+
+    ck_assert_int_eq(redlock_client_stats(c, &s), REDLOCK_OK);
+    return s;
 }

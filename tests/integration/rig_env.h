@@ -6,6 +6,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "redlock/redlock.h"
+
 /* The value of KEY in the rig file; aborts the test run (never skips) if
  * the file or the key is missing. */
 const char *rig_get(const char *key);
@@ -38,5 +40,17 @@ void rig_unique_name(char *buf, size_t cap, const char *prefix, const char *tag)
  * starts on a healthy rig whatever the previous one did. A frozen node is
  * thawed before anything talks to it (redis-cli would hang on it). */
 void rig_heal(size_t n);
+
+/* Thaws and restarts every plain node (an unchecked Check fixture). */
+void rig_heal_all(void);
+
+/* "redis://user:pass@127.0.0.1:<plain node 0>" (static storage). */
+const char *rig_acl_uri(const char *user, const char *pass);
+
+/* "<client-id>:<owner>": the hash field a hold of owner uses. */
+void rig_field_of(redlock_client *c, uint64_t owner, char *buf, size_t cap);
+
+/* The client's counters (a failed read fails the test). */
+redlock_stats rig_stats(redlock_client *c);
 
 #endif

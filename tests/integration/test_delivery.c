@@ -608,15 +608,11 @@ START_TEST(test_wrong_type_fails_fast)
 }
 END_TEST
 
-static void heal(void)
-{
-    rig_heal(N_NODES);
-}
 
 #define ADD_CASE(s, test, secs)                                                \
     do {                                                                       \
         TCase *tc_ = tcase_create(#test);                                      \
-        tcase_add_unchecked_fixture(tc_, heal, heal);                          \
+        tcase_add_unchecked_fixture(tc_, rig_heal_all, rig_heal_all);          \
         tcase_set_timeout(tc_, secs);                                          \
         tcase_add_test(tc_, test);                                             \
         suite_add_tcase((s), tc_);                                             \

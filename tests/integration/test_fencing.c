@@ -138,10 +138,6 @@ static void my_field(redlock_client *c, char *buf, size_t cap)
 /* 1. Strictly increasing across acquisitions and clients. */
 
 /* Each case starts on a healthy rig (every node thawed or restarted). */
-static void heal(void)
-{
-    rig_heal(N_NODES);
-}
 
 START_TEST(test_tokens_increase_across_clients)
 {
@@ -439,7 +435,7 @@ END_TEST
 #define ADD_CASE(s, test)                                                      \
     do {                                                                       \
         TCase *tc_ = tcase_create(#test);                                      \
-        tcase_add_unchecked_fixture(tc_, heal, heal);                          \
+        tcase_add_unchecked_fixture(tc_, rig_heal_all, rig_heal_all);          \
         tcase_set_timeout(tc_, 120);                                           \
         tcase_add_test(tc_, test);                                             \
         suite_add_tcase((s), tc_);                                             \

@@ -74,11 +74,6 @@ static long long field_count(const char *name, const char *field)
     return *out ? atoll(out) : -1;
 }
 
-/* "<client-id>:<owner>": the field a hold of owner uses. */
-static void field_of(redlock_client *c, uint64_t owner, char *buf, size_t cap)
-{
-    snprintf(buf, cap, "%s:%llu", redlock_client_id(c), (unsigned long long)owner);
-}
 
 /* Polls until name is gone; ms it took, or -1 after timeout_ms. */
 static int64_t wait_gone(const char *name, int64_t timeout_ms)
@@ -164,13 +159,6 @@ static redlock_lock *new_lock(redlock_client *c, const char *name)
     return l;
 }
 
-static redlock_stats stats_of(redlock_client *c)
-{
-    redlock_stats s;
-
-    ck_assert_int_eq(redlock_client_stats(c, &s), REDLOCK_OK);
-    return s;
-}
 
 /* Subscribers on the lock's release channel on node 0. */
 static long long numsub(const char *name)
@@ -369,12 +357,12 @@ static int64_t wait_lost(lost_probe *p, int64_t timeout_ms)
  * by the next tick rather than one already under way. */
 static void wait_next_tick(redlock_client *c, int64_t timeout_ms)
 {
-    uint64_t ticks = stats_of(c).watchdog_ticks;
+    uint64_t ticks = rig_stats(c).watchdog_ticks;
     int64_t t0 = rig_now_ms();
 
-    while (stats_of(c).watchdog_ticks == ticks && rig_now_ms() - t0 < timeout_ms)
+    while (rig_stats(c).watchdog_ticks == ticks && rig_now_ms() - t0 < timeout_ms)
         rig_sleep_ms(1);
-    ck_assert_msg(stats_of(c).watchdog_ticks > ticks, "no watchdog tick in %lld ms",
+    ck_assert_msg(rig_stats(c).watchdog_ticks > ticks, "no watchdog tick in %lld ms",
                   (long long)timeout_ms);
 }
 
@@ -400,7 +388,7 @@ START_TEST(test_redisson_layout)
     l = new_lock(c, name);
     ck_assert_str_eq(redlock_lock_name(l), name);
     ck_assert_uint_eq(strlen(redlock_client_id(c)), 36);
-    field_of(c, redlock_thread_owner(), field, sizeof(field));
+    rig_field_of(c, redlock_thread_owner(), field, sizeof(field));
     sub = raw_subscribe(name);
 
     /* A fixed lease: a hash at NAME with one field counting the hold, and
@@ -481,7 +469,7 @@ START_TEST(test_redisson_excludes_and_is_excluded)
 
     rig_unique_name(name, sizeof(name), "lock", "interop");
     l = new_lock(c, name);
-    field_of(c, redlock_thread_owner(), field, sizeof(field));
+    rig_field_of(c, redlock_thread_owner(), field, sizeof(field));
 
     /* Held by Redisson: every way in is refused, nothing is written. */
     hold_redisson(name, 30000);
@@ -608,7 +596,7 @@ START_TEST(test_api_and_reentrancy)
     rig_unique_name(name, sizeof(name), "lock", "api");
     l = new_lock(c, name);
     lo = new_lock(other, name);
-    field_of(c, redlock_thread_owner(), field, sizeof(field));
+    rig_field_of(c, redlock_thread_owner(), field, sizeof(field));
 
     /* Free: nobody holds it. */
     ck_assert_int_eq(redlock_is_locked(l, &locked), REDLOCK_OK);
@@ -719,7 +707,7 @@ START_TEST(test_fixed_lease_expires)
 
     rig_unique_name(name, sizeof(name), "lock", "fixed");
     l = new_lock(c, name);
-    field_of(c, redlock_thread_owner(), field, sizeof(field));
+    rig_field_of(c, redlock_thread_owner(), field, sizeof(field));
     t0 = rig_now_ms();
     ck_assert_int_eq(redlock_try_lock_for(l, 0, 1500), REDLOCK_OK);
     ck_assert_int_eq(field_count(name, field), 1);
@@ -730,7 +718,7 @@ START_TEST(test_fixed_lease_expires)
     gone = wait_gone(name, 3000);
     ck_assert_msg(gone >= 0, "the fixed lease was renewed past its expiry");
     ck_assert_msg(rig_now_ms() - t0 >= 1400, "gone after %lld ms", (long long)(rig_now_ms() - t0));
-    ck_assert_uint_eq(stats_of(c).renewals, 0);
+    ck_assert_uint_eq(rig_stats(c).renewals, 0);
     rig_sleep_ms(400);
     ck_assert(!key_exists(name));
 
@@ -799,7 +787,7 @@ START_TEST(test_explicit_owner)
 
     rig_unique_name(name, sizeof(name), "lock", "owner");
     l = new_lock(c, name);
-    field_of(c, OWNER_A, field, sizeof(field));
+    rig_field_of(c, OWNER_A, field, sizeof(field));
 
     /* Acquired twice on two different threads by one owner. */
     ck_assert_int_eq(on_thread(l, OWNER_A, 0).rc, REDLOCK_OK);
@@ -835,7 +823,7 @@ START_TEST(test_explicit_owner)
 
     /* Now the other owner can have it. */
     ck_assert_int_eq(on_thread(l, OWNER_B, 0).rc, REDLOCK_OK);
-    field_of(c, OWNER_B, field, sizeof(field));
+    rig_field_of(c, OWNER_B, field, sizeof(field));
     ck_assert_int_eq(field_count(name, field), 1);
     ck_assert_int_eq(redlock_unlock_as(l, OWNER_B), REDLOCK_OK);
     ck_assert(!key_exists(name));
@@ -929,7 +917,7 @@ START_TEST(test_waiter_wakes_on_expiry)
                   (long long)took);
     ck_assert_msg(took < 3000, "waiter took %lld ms for a 1500 ms lease", (long long)took);
     /* It slept on the TTL instead of retrying every few ms. */
-    s = stats_of(c);
+    s = rig_stats(c);
     ck_assert_msg(s.attempts <= 6, "%llu attempts while waiting 1.5 s",
                   (unsigned long long)s.attempts);
     ck_assert(!key_exists(name));
@@ -1048,7 +1036,7 @@ START_TEST(test_watchdog_renews)
     rig_unique_name(name, sizeof(name), "lock", "renew");
     l = new_lock(c, name);
     redlock_lock_set_on_lost(l, on_lost, &probe);
-    field_of(c, redlock_thread_owner(), field, sizeof(field));
+    rig_field_of(c, redlock_thread_owner(), field, sizeof(field));
     ck_assert_int_eq(redlock_lock_acquire(l), REDLOCK_OK);
     ck_assert_msg(key_pttl(name) <= WD_LEASE_MS, "pttl %lld", key_pttl(name));
 
@@ -1067,7 +1055,7 @@ START_TEST(test_watchdog_renews)
         samples++;
         rig_sleep_ms(50);
     }
-    s1 = stats_of(c);
+    s1 = rig_stats(c);
     fprintf(stderr, "lock: watchdog held a %d ms lease for 5 s: %d samples, lowest pttl "
                     "%lld ms, %d renewals seen, %llu sent, %llu ticks, %llu batches\n",
             WD_LEASE_MS, samples, min_pttl, rises, (unsigned long long)s1.renewals,
@@ -1081,9 +1069,9 @@ START_TEST(test_watchdog_renews)
     /* Renewal stops with the release and nothing re-creates the key. */
     ck_assert_int_eq(redlock_unlock(l), REDLOCK_OK);
     ck_assert(!key_exists(name));
-    s1 = stats_of(c);
+    s1 = rig_stats(c);
     rig_sleep_ms(2 * WD_LEASE_MS);
-    s2 = stats_of(c);
+    s2 = rig_stats(c);
     ck_assert(!key_exists(name));
     ck_assert_uint_eq(s2.renewals, s1.renewals);
     ck_assert_uint_eq(s2.watchdog_ticks, s1.watchdog_ticks);
@@ -1111,9 +1099,9 @@ START_TEST(test_watchdog_one_batch_per_tick)
         locks[i] = new_lock(c, names[i]);
         ck_assert_int_eq(redlock_lock_acquire(locks[i]), REDLOCK_OK);
     }
-    s0 = stats_of(c);
+    s0 = rig_stats(c);
     rig_sleep_ms(3000);
-    s1 = stats_of(c);
+    s1 = rig_stats(c);
     ticks = s1.watchdog_ticks - s0.watchdog_ticks;
     renewals = s1.renewals - s0.renewals;
     fprintf(stderr, "lock: %d held locks, 3 s: %llu ticks, %llu batches, %llu renewals\n",
@@ -1187,7 +1175,7 @@ static void check_loss(int how)
         ck_assert(!key_exists(name));
     }
     ck_assert_int_eq(atomic_load(&probe.calls), 1);
-    ck_assert_uint_eq(stats_of(c).lost, 1);
+    ck_assert_uint_eq(rig_stats(c).lost, 1);
     ck_assert_int_eq(redlock_unlock(l), REDLOCK_ELOST);
     ck_assert_int_eq(redlock_unlock(l), REDLOCK_ENOT_OWNER);
     if (how) {
@@ -1327,8 +1315,8 @@ START_TEST(test_contention_32_threads)
     for (i = 0; i < STRESS_THREADS; i++)
         pthread_join(th[i], NULL);
     took = rig_now_ms() - t0;
-    s0 = stats_of(c[0]);
-    s1 = stats_of(c[1]);
+    s0 = rig_stats(c[0]);
+    s1 = rig_stats(c[1]);
     fprintf(stderr, "lock: %d threads x %d cycles in %lld ms; counter %ld; attempts %llu "
                     "(%llu busy)\n",
             STRESS_THREADS, STRESS_CYCLES, (long long)took, atomic_load(&sh.counter),
@@ -1395,7 +1383,7 @@ START_TEST(test_release_retry_idempotent)
 
     rig_unique_name(name, sizeof(name), "lock", "rel-retry");
     l = new_lock(c, name);
-    field_of(c, redlock_thread_owner(), field, sizeof(field));
+    rig_field_of(c, redlock_thread_owner(), field, sizeof(field));
     ck_assert_int_eq(redlock_try_lock_for(l, 0, 20000), REDLOCK_OK);
     ck_assert_int_eq(redlock_try_lock_for(l, 0, 20000), REDLOCK_OK);
     ck_assert_int_eq(field_count(name, field), 2);
@@ -1412,7 +1400,7 @@ START_TEST(test_release_retry_idempotent)
     ck_assert_msg(rc == REDLOCK_ENO_QUORUM || rc == REDLOCK_OK, "unlock: %s",
                   redlock_err_name(rc));
     ck_assert_msg(took < 1000, "unlock hung %lld ms on a frozen node", (long long)took);
-    ck_assert_uint_ge(stats_of(c).background_releases, 1);
+    ck_assert_uint_ge(rig_stats(c).background_releases, 1);
 
     /* The release ran once although it was sent more than once. */
     n = settled_count(name, field, 1, 1000, 6000);
@@ -1442,7 +1430,7 @@ START_TEST(test_acquire_retry_idempotent)
 
     rig_unique_name(name, sizeof(name), "lock", "acq-retry");
     l = new_lock(c, name);
-    field_of(c, OWNER_R, field, sizeof(field));
+    rig_field_of(c, OWNER_R, field, sizeof(field));
     ck_assert_int_eq(redlock_acquire_as(l, OWNER_R, 0, 20000), REDLOCK_OK);
     ck_assert_int_eq(field_count(name, field), 1);
 
@@ -1460,7 +1448,7 @@ START_TEST(test_acquire_retry_idempotent)
     pthread_join(th, NULL);
     ck_assert_msg(w.rc == REDLOCK_OK, "re-entry across the freeze: %s",
                   redlock_err_name(w.rc));
-    s = stats_of(c);
+    s = rig_stats(c);
     fprintf(stderr, "lock: re-entry across a %d ms freeze took %llu attempts\n", FREEZE_MS,
             (unsigned long long)s.attempts - 1);
     ck_assert_uint_ge(s.attempts, 3);
@@ -1494,14 +1482,14 @@ START_TEST(test_script_flush_while_held)
     rig_unique_name(name, sizeof(name), "lock", "flush");
     l = new_lock(c, name);
     redlock_lock_set_on_lost(l, on_lost, &probe);
-    field_of(c, redlock_thread_owner(), field, sizeof(field));
+    rig_field_of(c, redlock_thread_owner(), field, sizeof(field));
     ck_assert_int_eq(redlock_lock_acquire(l), REDLOCK_OK);
 
     /* Renewals after a flush. */
     ck_assert_str_eq(cli("SCRIPT FLUSH"), "OK");
-    renewals = stats_of(c).renewals;
+    renewals = rig_stats(c).renewals;
     rig_sleep_ms(2000);
-    ck_assert_uint_ge(stats_of(c).renewals, renewals + 3);
+    ck_assert_uint_ge(rig_stats(c).renewals, renewals + 3);
     ck_assert_int_eq(atomic_load(&probe.calls), 0);
     ck_assert_int_eq(field_count(name, field), 1);
     ck_assert_int_gt(key_pttl(name), 0);
@@ -1525,18 +1513,10 @@ END_TEST
 /* ------------------------------------------------------------------------ */
 /* 11. ACL user/password and TLS nodes. */
 
-static const char *acl_uri(const char *user, const char *pass)
-{
-    static char buf[256];
-
-    snprintf(buf, sizeof(buf), "redis://%s:%s@127.0.0.1:%d", user, pass,
-             rig_get_int("PLAIN_BASE_PORT"));
-    return buf;
-}
 
 START_TEST(test_acl_user)
 {
-    redlock_client *ca = client_opts(acl_uri(rig_get("ACL_USER"), rig_get("ACL_PASS")), NULL);
+    redlock_client *ca = client_opts(rig_acl_uri(rig_get("ACL_USER"), rig_get("ACL_PASS")), NULL);
     redlock_client *cb, *bad;
     redlock_options o;
     char name[NAME_CAP], field[FIELD_CAP], want[FIELD_CAP + 8], user[64];
@@ -1554,7 +1534,7 @@ START_TEST(test_acl_user)
     rig_unique_name(name, sizeof(name), "lock", "acl");
     la = new_lock(ca, name);
     lb = new_lock(cb, name);
-    field_of(ca, redlock_thread_owner(), field, sizeof(field));
+    rig_field_of(ca, redlock_thread_owner(), field, sizeof(field));
 
     ck_assert_int_eq(redlock_try_lock_for(la, 0, 30000), REDLOCK_OK);
     snprintf(want, sizeof(want), "%s\n1", field);
@@ -1576,7 +1556,7 @@ START_TEST(test_acl_user)
     ck_assert(!key_exists(name));
 
     /* A wrong password fails with the authentication error, not a hang. */
-    bad = client_opts(acl_uri(rig_get("ACL_USER"), "wrong-password"), NULL);
+    bad = client_opts(rig_acl_uri(rig_get("ACL_USER"), "wrong-password"), NULL);
     lbad = new_lock(bad, name);
     rc = redlock_try_lock(lbad);
     ck_assert_msg(rc != REDLOCK_OK && rc != REDLOCK_EBUSY, "acquire with a wrong password: %s",
@@ -1650,7 +1630,7 @@ static void check_tls_node(const char *port_key, int client_cert)
     rig_unique_name(name, sizeof(name), "lock", client_cert ? "mtls" : "tls");
     la = new_lock(ca, name);
     lb = new_lock(cb, name);
-    field_of(ca, redlock_thread_owner(), field, sizeof(field));
+    rig_field_of(ca, redlock_thread_owner(), field, sizeof(field));
 
     ck_assert_int_eq(redlock_try_lock_for(la, 0, 20000), REDLOCK_OK);
     ck_assert_int_eq(redlock_try_lock(la), REDLOCK_OK);

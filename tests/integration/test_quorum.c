@@ -65,11 +65,6 @@ static redlock_lock *lock_with_quorum(redlock_client *c, const char *name, int q
 }
 
 /* The hash field the calling thread's holds use: "<client-id>:<tid>". */
-static void my_field(redlock_client *c, char *buf, size_t cap)
-{
-    snprintf(buf, cap, "%s:%llu", redlock_client_id(c),
-             (unsigned long long)redlock_thread_owner());
-}
 
 static int key_exists(size_t node, const char *name)
 {
@@ -184,13 +179,6 @@ static redlock_member_outcome outcome(redlock_lock *l, size_t m)
     return r.outcome;
 }
 
-static redlock_stats stats_of(redlock_client *c)
-{
-    redlock_stats s;
-
-    ck_assert_int_eq(redlock_client_stats(c, &s), REDLOCK_OK);
-    return s;
-}
 
 /* Records on_lost calls (they run on the watchdog thread). */
 typedef struct lost_probe {
@@ -216,10 +204,6 @@ static void on_lost(void *ud, redlock_lock *lock, uint64_t owner, int reason)
 /* 1. Quorum math on the real rig. */
 
 /* Each case starts on a healthy rig (every node thawed or restarted). */
-static void heal(void)
-{
-    rig_heal(N_NODES);
-}
 
 START_TEST(test_quorum_math)
 {
@@ -231,7 +215,7 @@ START_TEST(test_quorum_math)
     size_t i;
 
     rig_unique_name(name, sizeof(name), "q", "math");
-    my_field(c, field, sizeof(field));
+    rig_field_of(c, redlock_thread_owner(), field, sizeof(field));
 
     l = lock_with_quorum(c, name, 0);
     all = lock_with_quorum(c, name, REDLOCK_QUORUM_ALL);
@@ -462,7 +446,7 @@ START_TEST(test_unlock_two_frozen)
     size_t i;
 
     rig_unique_name(name, sizeof(name), "q", "unlock");
-    my_field(c, field, sizeof(field));
+    rig_field_of(c, redlock_thread_owner(), field, sizeof(field));
     l = lock_with_quorum(c, name, 0);
     ck_assert_int_eq(redlock_try_lock(l), REDLOCK_OK);
     for (i = 0; i < N_NODES; i++)
@@ -479,7 +463,7 @@ START_TEST(test_unlock_two_frozen)
     ck_assert_msg(took < NODE_TIMEOUT_MS + 300, "unlock took %lld ms", (long long)took);
     for (i = 0; i < 3; i++)
         ck_assert_msg(!key_exists(i, name), "node %zu still has the key", i);
-    ck_assert_uint_ge(stats_of(c).background_releases, 2);
+    ck_assert_uint_ge(rig_stats(c).background_releases, 2);
 
     ck_assert_int_eq(rig_node("thaw", 3), 0);
     ck_assert_int_eq(rig_node("thaw", 4), 0);
@@ -517,7 +501,7 @@ START_TEST(test_watchdog_survives_restart)
     memset(&probe, 0, sizeof(probe));
     rig_unique_name(name, sizeof(name), "q", "restart");
     snprintf(sentinel, sizeof(sentinel), "%s:sentinel", name);
-    my_field(c, field, sizeof(field));
+    rig_field_of(c, redlock_thread_owner(), field, sizeof(field));
     l = lock_with_quorum(c, name, 0);
     redlock_lock_set_on_lost(l, on_lost, &probe);
     ck_assert_int_eq(redlock_try_lock(l), REDLOCK_OK);
@@ -591,11 +575,11 @@ START_TEST(test_watchdog_reports_loss)
 
     /* Delete right after a tick, so no tick sees only some of the three
      * gone (it would restore them: a genuine quorum still renewed). */
-    ticks = stats_of(c).watchdog_ticks;
+    ticks = rig_stats(c).watchdog_ticks;
     t0 = rig_now_ms();
-    while (stats_of(c).watchdog_ticks == ticks && rig_now_ms() - t0 < 2 * WD_LEASE_MS)
+    while (rig_stats(c).watchdog_ticks == ticks && rig_now_ms() - t0 < 2 * WD_LEASE_MS)
         rig_sleep_ms(1);
-    ck_assert_uint_gt(stats_of(c).watchdog_ticks, ticks);
+    ck_assert_uint_gt(rig_stats(c).watchdog_ticks, ticks);
     for (i = 0; i < 3; i++)
         del_key(i, name);
     t_del = rig_now_ms();
@@ -621,7 +605,7 @@ START_TEST(test_watchdog_reports_loss)
     rig_sleep_ms(2 * WD_LEASE_MS / 3 + 200);
     ck_assert_int_ge(wait_gone(name, N_NODES, 0), 0);
     ck_assert_int_eq(atomic_load(&probe.calls), 1);
-    ck_assert_uint_eq(stats_of(c).lost, 1);
+    ck_assert_uint_eq(rig_stats(c).lost, 1);
     redlock_lock_free(l);
     redlock_client_free(c);
 }
@@ -715,7 +699,7 @@ START_TEST(test_two_clients_contend)
     ck_assert_int_eq(atomic_load(&counter), CLIENTS * THREADS * ROUNDS);
     ck_assert_int_ge(wait_gone(name, N_NODES, 0), 0);
     for (i = 0; i < CLIENTS; i++) {
-        ck_assert_uint_eq(stats_of(c[i]).acquired, THREADS * ROUNDS);
+        ck_assert_uint_eq(rig_stats(c[i]).acquired, THREADS * ROUNDS);
         redlock_lock_free(l[i]);
         redlock_client_free(c[i]);
     }
@@ -735,7 +719,7 @@ START_TEST(test_multilock_names)
     size_t i, j;
 
     rig_unique_name(base, sizeof(base), "q", "multi");
-    my_field(c, field, sizeof(field));
+    rig_field_of(c, redlock_thread_owner(), field, sizeof(field));
     for (i = 0; i < 3; i++) {
         snprintf(names[i], sizeof(names[i]), "%s:%c", base, "abc"[i]);
         ms[i].node = i;
@@ -784,7 +768,7 @@ START_TEST(test_validity)
     size_t i;
 
     rig_unique_name(name, sizeof(name), "q", "validity");
-    my_field(c, field, sizeof(field));
+    rig_field_of(c, redlock_thread_owner(), field, sizeof(field));
     l = lock_with_quorum(c, name, 0);
 
     /* A lease no longer than the drift plus two node timeouts can never
@@ -943,7 +927,7 @@ START_TEST(test_single_node)
     ck_assert_int_eq(redlock_client_new(&c, rig_plain_uris(), 1, NULL), REDLOCK_OK);
     ck_assert_int_eq(redlock_client_new(&other, rig_plain_uris(), 1, NULL), REDLOCK_OK);
     rig_unique_name(name, sizeof(name), "q", "single");
-    my_field(c, field, sizeof(field));
+    rig_field_of(c, redlock_thread_owner(), field, sizeof(field));
     /* With one member every quorum value means 1. */
     for (q = -1; q <= 5; q++) {
         l = lock_with_quorum(c, name, q);
@@ -1025,7 +1009,7 @@ START_TEST(test_late_release_spares_newer_hold)
     size_t i;
 
     rig_unique_name(name, sizeof(name), "q", "late");
-    my_field(c, field, sizeof(field));
+    rig_field_of(c, redlock_thread_owner(), field, sizeof(field));
     l = lock_with_quorum(c, name, 0);
     lo = lock_with_quorum(other, name, 0);
 
@@ -1077,7 +1061,7 @@ END_TEST
 #define ADD_CASE(s, test)                                                      \
     do {                                                                       \
         TCase *tc_ = tcase_create(#test);                                      \
-        tcase_add_unchecked_fixture(tc_, heal, heal);                          \
+        tcase_add_unchecked_fixture(tc_, rig_heal_all, rig_heal_all);          \
         tcase_set_timeout(tc_, 60);                                            \
         tcase_add_test(tc_, test);                                             \
         suite_add_tcase((s), tc_);                                             \

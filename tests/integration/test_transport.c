@@ -362,14 +362,6 @@ END_TEST
 /* ------------------------------------------------------------------------ */
 /* ACL authentication and SELECT. */
 
-static const char *acl_uri(const char *user, const char *pass)
-{
-    static char buf[256];
-
-    snprintf(buf, sizeof(buf), "redis://%s:%s@127.0.0.1:%d", user, pass,
-             rig_get_int("PLAIN_BASE_PORT"));
-    return buf;
-}
 
 static void assert_whoami(redlock_client *c, const char *user)
 {
@@ -381,7 +373,7 @@ static void assert_whoami(redlock_client *c, const char *user)
 
 START_TEST(test_acl_user_in_uri)
 {
-    redlock_client *c = client_for(acl_uri(rig_get("ACL_USER"), rig_get("ACL_PASS")), NULL);
+    redlock_client *c = client_for(rig_acl_uri(rig_get("ACL_USER"), rig_get("ACL_PASS")), NULL);
 
     assert_whoami(c, rig_get("ACL_USER"));
     lock_round_trip(c, unique_name("acl"));
@@ -392,7 +384,7 @@ END_TEST
 START_TEST(test_acl_wrong_password)
 {
     redlock_member_report rep;
-    redlock_client *c = client_for(acl_uri(rig_get("ACL_USER"), "not-the-password"), NULL);
+    redlock_client *c = client_for(rig_acl_uri(rig_get("ACL_USER"), "not-the-password"), NULL);
 
     ASSERT_FAILS(ping(c), REDLOCK_EAUTH, "WRONGPASS");
     ck_assert_int_eq(try_once(c, unique_name("wrongpass"), &rep), REDLOCK_EAUTH);
@@ -412,14 +404,14 @@ START_TEST(test_acl_options_override_uri)
     memset(&o, 0, sizeof(o));
     o.username = rig_get("ACL_USER");
     o.password = rig_get("ACL_PASS");
-    c = client_for(acl_uri("nobody", "wrong"), &o);
+    c = client_for(rig_acl_uri("nobody", "wrong"), &o);
     assert_whoami(c, rig_get("ACL_USER"));
     lock_round_trip(c, unique_name("override"));
     redlock_client_free(c);
 
     /* And the other way round: the options win, so this fails. */
     o.password = "wrong";
-    c = client_for(acl_uri(rig_get("ACL_USER"), rig_get("ACL_PASS")), &o);
+    c = client_for(rig_acl_uri(rig_get("ACL_USER"), rig_get("ACL_PASS")), &o);
     ASSERT_FAILS(ping(c), REDLOCK_EAUTH, "WRONGPASS");
     redlock_client_free(c);
 }

@@ -224,6 +224,30 @@ long long raw_command_calls(raw_conn *c, const char *command)
     return p ? strtoll(p + strlen(key), NULL, 10) : 0;
 }
 
+long long raw_info_int(raw_conn *c, const char *section, const char *field)
+{
+    char info[16000], key[96];
+    const char *p;
+
+    raw_command_bulk(c, 2, (const char *[]){"INFO", section}, info, sizeof(info));
+    /* Every field follows a line break: INFO starts with "# Section". */
+    snprintf(key, sizeof(key), "\n%s:", field);
+    p = strstr(info, key);
+    if (!p)
+        bench_die("INFO %s has no field '%s'", section, field);
+    return strtoll(p + strlen(key), NULL, 10);
+}
+
+int raw_exists(raw_conn *c, const char *key)
+{
+    raw_reply r;
+
+    raw_command(c, 2, (const char *[]){"EXISTS", key}, &r);
+    if (r.type != ':')
+        bench_die("EXISTS %s: %s", key, r.text);
+    return r.integer != 0;
+}
+
 void raw_del(raw_conn *c, const char *name)
 {
     raw_reply r;

@@ -69,6 +69,12 @@ void raw_command_bulk(raw_conn *c, int argc, const char *const *argv, char *out,
 /* The "calls" count of one command in INFO commandstats ("evalsha"). */
 long long raw_command_calls(raw_conn *c, const char *command);
 
+/* An integer field of INFO <section> ("stats", "total_connections_received");
+ * exits if the field is missing. */
+long long raw_info_int(raw_conn *c, const char *section, const char *field);
+/* EXISTS key: 1 or 0. */
+int raw_exists(raw_conn *c, const char *key);
+
 /* Sends DEL name to node i (used to make a held lock vanish). */
 void raw_del(raw_conn *c, const char *name);
 

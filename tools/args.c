@@ -1,13 +1,18 @@
 /*
  * Command-line parsing shared by every command: the option reader, the
- * global options, number parsing, and turning the global options into a
- * client and a lock. Every mistake is a usage error (exit 64) with a
- * message that names the offending argument.
+ * global options, numbers and durations, the node list, the options of
+ * exec, status and unlock, and turning all that (with the environment and
+ * the configuration file) into a client and a lock. Every mistake is a
+ * usage error (exit 64) with a message that names the offending argument.
+ *
+ * Parsing has no side effect on the process (no exit(), no environment
+ * change): tests/fuzz/fuzz_args.c runs it on arbitrary arguments.
  */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "cli.h"
 
@@ -24,7 +29,9 @@ enum {
     G_WATCHDOG_LEASE,
     G_USER,
     G_VERBOSE,
-    G_JSON
+    G_JSON,
+    G_CONFIG,
+    G_PASSWORD_FILE
 };
 
 static const cli_opt global_opts[] = {
@@ -41,6 +48,8 @@ static const cli_opt global_opts[] = {
     {"user", 0, 1, G_USER},
     {"verbose", 'v', 0, G_VERBOSE},
     {"json", 0, 0, G_JSON},
+    {"config", 0, 1, G_CONFIG},
+    {"password-file", 0, 1, G_PASSWORD_FILE},
     {NULL, 0, 0, 0}};
 
 int cli_parse_i64(const char *what, const char *s, int64_t min, int64_t max, int64_t *out)
@@ -72,6 +81,167 @@ int cli_parse_int(const char *what, const char *s, int min, int max, int *out)
     return rc;
 }
 
+static int duration_error(const char *what, const char *s)
+{
+    cli_error(what, "'%s' is not a duration (e.g. 250ms, 5s, 1.5s, 2m, 1h; a bare number is "
+                    "milliseconds)", s);
+    return CLI_EX_USAGE;
+}
+
+int cli_parse_duration(const char *what, const char *s, int64_t min_ms, int64_t max_ms,
+                       int64_t *out_ms)
+{
+    static const struct {
+        const char *suffix;
+        uint64_t ms;
+    } units[] = {{"", 1}, {"ms", 1}, {"s", 1000}, {"m", 60000}, {"h", 3600000}};
+    const char *p = s;
+    uint64_t whole = 0, frac = 0, scale = 1, unit = 0, ms;
+    int digits = 0, frac_digits = 0, inexact = 0, over = 0;
+    size_t i;
+
+    /* Integer arithmetic only, so "1.1s" is exactly 1100 ms. */
+    for (; *p >= '0' && *p <= '9'; p++, digits++) {
+        if (whole > (UINT64_MAX - 9) / 10)
+            over = 1;
+        else
+            whole = whole * 10 + (uint64_t)(*p - '0');
+    }
+    if (*p == '.') {
+        for (p++; *p >= '0' && *p <= '9'; p++, frac_digits++) {
+            /* Nine digits are finer than any unit's millisecond; a
+             * nonzero digit past them cannot make a whole number. */
+            if (frac_digits < 9) {
+                frac = frac * 10 + (uint64_t)(*p - '0');
+                scale *= 10;
+            } else if (*p != '0') {
+                inexact = 1;
+            }
+        }
+        if (frac_digits == 0)
+            return duration_error(what, s);
+    }
+    if (digits == 0 && frac_digits == 0)
+        return duration_error(what, s);
+    for (i = 0; i < sizeof(units) / sizeof(units[0]); i++)
+        if (strcmp(p, units[i].suffix) == 0)
+            unit = units[i].ms;
+    if (!unit)
+        return duration_error(what, s);
+    if (inexact || (frac * unit) % scale != 0) {
+        cli_error(what, "'%s' is not a whole number of milliseconds%s", s,
+                  p[0] ? "" : " (a bare number is milliseconds; for seconds add an s)");
+        return CLI_EX_USAGE;
+    }
+    if (over || whole > (uint64_t)max_ms / unit ||
+        (ms = whole * unit + frac * unit / scale) > (uint64_t)max_ms || (int64_t)ms < min_ms) {
+        cli_error(what, "%s is out of range %lld..%lld ms", s, (long long)min_ms,
+                  (long long)max_ms);
+        return CLI_EX_USAGE;
+    }
+    *out_ms = (int64_t)ms;
+    return 0;
+}
+
+static int parse_duration_int(const char *what, const char *s, int min_ms, int max_ms, int *out)
+{
+    int64_t v;
+    int rc = cli_parse_duration(what, s, min_ms, max_ms, &v);
+
+    if (rc == 0)
+        *out = (int)v;
+    return rc;
+}
+
+int cli_parse_quorum(const char *what, const char *v, int *out)
+{
+    char *end;
+    long q;
+
+    if (strcmp(v, "all") == 0) {
+        *out = REDLOCK_QUORUM_ALL;
+        return 0;
+    }
+    /* The upper bound is checked once the nodes are known. */
+    errno = 0;
+    q = strtol(v, &end, 10);
+    if (!*v || *end || *v < '0' || *v > '9' || errno || q < 1 || q > 64) {
+        cli_error(what, "'%s' is not a quorum: use a number of nodes 1..N, or all", v);
+        return CLI_EX_USAGE;
+    }
+    *out = (int)q;
+    return 0;
+}
+
+/* ---- user info in node URIs ------------------------------------------------ */
+
+/*
+ * The user info of the URI uri[0..n): 0 none, 1 a user only, 2 a
+ * password, at uri[*pw_off .. *pw_off + *pw_len). As the library's parser
+ * does, the user info is everything between "://" and the last '@';
+ * unix:// paths are literal and have none.
+ */
+static int uri_userinfo(const char *uri, size_t n, size_t *pw_off, size_t *pw_len)
+{
+    size_t i, start, at = 0, colon = 0;
+    int have_at = 0;
+
+    for (i = 0; i + 3 <= n; i++)
+        if (memcmp(uri + i, "://", 3) == 0)
+            break;
+    if (i + 3 > n)
+        return 0;
+    if (i == 4 && strncasecmp(uri, "unix", 4) == 0)
+        return 0;
+    start = i + 3;
+    for (i = start; i < n; i++) {
+        if (uri[i] == '@') {
+            at = i;
+            have_at = 1;
+        }
+    }
+    if (!have_at)
+        return 0;
+    for (i = start; i < at; i++) {
+        if (uri[i] == ':') {
+            colon = i;
+            break;
+        }
+    }
+    if (i == at || colon + 1 == at)
+        return 1;
+    *pw_off = colon + 1;
+    *pw_len = at - colon - 1;
+    return 2;
+}
+
+int cli_nodes_userinfo(const char *list)
+{
+    const char *p = list, *comma;
+    size_t off, len;
+    int worst = 0, u;
+
+    for (; p; p = comma ? comma + 1 : NULL) {
+        comma = strchr(p, ',');
+        u = uri_userinfo(p, comma ? (size_t)(comma - p) : strlen(p), &off, &len);
+        if (u > worst)
+            worst = u;
+    }
+    return worst;
+}
+
+void cli_mask_passwords(char *list)
+{
+    char *p = list, *comma;
+    size_t off, len;
+
+    for (; p; p = comma ? comma + 1 : NULL) {
+        comma = strchr(p, ',');
+        if (uri_userinfo(p, comma ? (size_t)(comma - p) : strlen(p), &off, &len) == 2)
+            memset(p + off, '*', len);
+    }
+}
+
 static int set_global(cli_globals *g, int id, const char *name, const char *v)
 {
     switch (id) {
@@ -81,24 +251,14 @@ static int set_global(cli_globals *g, int id, const char *name, const char *v)
             cli_error(name, "out of memory");
             return CLI_EX_SOFTWARE;
         }
+        /* The copy is what is used; the argument itself is what `ps`
+         * and /proc/PID/cmdline show, from now on without the password
+         * (cli_resolve_nodes warns that it was visible until now). v
+         * points into argv, which is ours to change. */
+        cli_mask_passwords((char *)v);
         return 0;
     case G_QUORUM:
-        if (strcmp(v, "all") == 0) {
-            g->quorum = REDLOCK_QUORUM_ALL;
-            return 0;
-        }
-        /* The upper bound is checked once the nodes are known. */
-        {
-            char *end;
-            long q = strtol(v, &end, 10);
-
-            if (!*v || *end || *v < '0' || *v > '9' || q < 1 || q > 64) {
-                cli_error(name, "'%s' is not a quorum: use a number of nodes 1..N, or all", v);
-                return CLI_EX_USAGE;
-            }
-            g->quorum = (int)q;
-            return 0;
-        }
+        return cli_parse_quorum(name, v, &g->quorum);
     case G_TLS_CA:
         g->tls_ca = v;
         return 0;
@@ -115,13 +275,13 @@ static int set_global(cli_globals *g, int id, const char *name, const char *v)
         g->tls_insecure = 1;
         return 0;
     case G_CONNECT_TIMEOUT:
-        return cli_parse_int(name, v, 1, 3600000, &g->connect_timeout_ms);
+        return parse_duration_int(name, v, 1, 3600000, &g->connect_timeout_ms);
     case G_TIMEOUT:
-        return cli_parse_int(name, v, 1, 3600000, &g->timeout_ms);
+        return parse_duration_int(name, v, 1, 3600000, &g->timeout_ms);
     case G_WATCHDOG_LEASE:
         /* Below 100 ms a renewal every lease/3 cannot keep up with one
          * slow round trip. */
-        return cli_parse_int(name, v, 100, 3600000, &g->watchdog_lease_ms);
+        return parse_duration_int(name, v, 100, 3600000, &g->watchdog_lease_ms);
     case G_USER:
         if (!*v) {
             cli_error(name, "the user name is empty");
@@ -134,6 +294,20 @@ static int set_global(cli_globals *g, int id, const char *name, const char *v)
         return 0;
     case G_JSON:
         g->json = 1;
+        return 0;
+    case G_CONFIG:
+        if (!*v) {
+            cli_error(name, "the file name is empty");
+            return CLI_EX_USAGE;
+        }
+        g->config_path = v;
+        return 0;
+    case G_PASSWORD_FILE:
+        if (!*v) {
+            cli_error(name, "the file name is empty");
+            return CLI_EX_USAGE;
+        }
+        g->password_file = v;
         return 0;
     }
     return CLI_EX_SOFTWARE;
@@ -258,22 +432,11 @@ int cli_next(cli_args *a, const cli_opt *opts, const char **value)
     }
 }
 
-int cli_resolve_nodes(cli_globals *g)
+int cli_split_nodes(cli_globals *g, const char *src)
 {
-    const char *src = "--nodes";
     char *p, *next;
 
     g->n_nodes = 0;
-    if (!g->nodes_buf) {
-        const char *env = getenv("REDLOCK_NODES");
-
-        src = env && *env ? "REDLOCK_NODES" : "default nodes";
-        g->nodes_buf = strdup(env && *env ? env : CLI_DEFAULT_NODES);
-        if (!g->nodes_buf) {
-            cli_error(src, "out of memory");
-            return CLI_EX_SOFTWARE;
-        }
-    }
     for (p = g->nodes_buf; p; p = next) {
         next = strchr(p, ',');
         if (next)
@@ -295,26 +458,129 @@ int cli_resolve_nodes(cli_globals *g)
     return 0;
 }
 
+int cli_resolve_nodes(cli_globals *g)
+{
+    const char *env = getenv("REDLOCK_NODES"), *src = "--nodes";
+    char src_buf[300], places[4500];
+    int rc;
+
+    if ((rc = cli_config_load(g)) != 0)
+        return rc;
+    if (g->nodes_buf) {
+        if (cli_nodes_userinfo(g->nodes_buf) == 2)
+            cli_warn("--nodes", "a password on the command line is visible to other users "
+                                "(ps, /proc) until redlock starts; use $REDLOCK_PASSWORD, "
+                                "--password-file or password_file in the config file");
+    } else if (env && *env) {
+        src = "REDLOCK_NODES";
+        g->nodes_buf = strdup(env);
+    } else if (g->cfg.nodes) {
+        snprintf(src_buf, sizeof(src_buf), "%s: nodes", g->cfg.path ? g->cfg.path : "config");
+        src = src_buf;
+        g->nodes_buf = strdup(g->cfg.nodes);
+    } else {
+        /* There is no default: a lock on nodes nobody chose is no lock. */
+        cli_error("nodes", "no nodes configured: give --nodes URI[,URI...], set REDLOCK_NODES, "
+                           "or write 'nodes = URI,...' in a config file (%s%s%s)",
+                  cli_config_places(places, sizeof(places)), g->cfg.path ? "; read " : "",
+                  g->cfg.path ? g->cfg.path : "");
+        return CLI_EX_USAGE;
+    }
+    if (!g->nodes_buf) {
+        cli_error(src, "out of memory");
+        return CLI_EX_SOFTWARE;
+    }
+    if (!g->quorum)
+        g->quorum = g->cfg.quorum;
+    return cli_split_nodes(g, src);
+}
+
 static void log_to_stderr(void *ud, redlock_log_level level, const char *msg)
 {
+    char safe[2048];
+
     (void)ud;
-    fprintf(stderr, "redlock: %s%s\n", level <= REDLOCK_LOG_WARN ? "warning: " : "", msg);
+    /* Library messages quote servers: escaped, one line. */
+    fprintf(stderr, "redlock: %s%s\n", level <= REDLOCK_LOG_WARN ? "warning: " : "",
+            cli_escape(msg, safe, sizeof(safe)));
+}
+
+/* Wipes the value of an environment variable in place, in the memory
+ * that /proc/PID/environ shows. */
+static void wipe_env(const char *name)
+{
+    char *v = getenv(name);
+
+    if (v)
+        explicit_bzero(v, strlen(v));
+}
+
+/* The password: --password-file, else $REDLOCK_PASSWORD, else the config
+ * file's password_file. Sets *src to where it came from. */
+static int resolve_password(cli_globals *g, const char **src)
+{
+    const char *env = getenv("REDLOCK_PASSWORD");
+
+    *src = NULL;
+    if (g->password_file) {
+        *src = "--password-file";
+        return cli_read_secret_file("--password-file", g->password_file, &g->password);
+    }
+    if (env && *env) {
+        *src = "REDLOCK_PASSWORD";
+        if (!(g->password = strdup(env))) {
+            cli_error("REDLOCK_PASSWORD", "out of memory");
+            return CLI_EX_SOFTWARE;
+        }
+        return 0;
+    }
+    if (g->cfg.password_file) {
+        *src = "password_file";
+        return cli_read_secret_file("password_file", g->cfg.password_file, &g->password);
+    }
+    return 0;
 }
 
 int cli_client_new(cli_globals *g, redlock_client **out)
 {
     redlock_options o;
-    const char *pw = getenv("REDLOCK_PASSWORD");
-    int rc;
+    const char *pw_src, *key_what = "--tls-key";
+    size_t i;
+    int rc, uri_pw = 0;
 
     *out = NULL;
     if ((rc = cli_resolve_nodes(g)) != 0)
         return rc;
+    /* Command line over configuration file (the environment has no TLS
+     * settings). A certificate and its key are one setting. */
+    if (!g->tls_cert && !g->tls_key) {
+        g->tls_cert = g->cfg.tls_cert;
+        g->tls_key = g->cfg.tls_key;
+        key_what = "tls_key";
+    }
+    if (!g->tls_ca)
+        g->tls_ca = g->cfg.tls_ca;
+    if (!g->tls_server_name)
+        g->tls_server_name = g->cfg.tls_server_name;
+    if (!g->user)
+        g->user = g->cfg.user;
+    if ((rc = resolve_password(g, &pw_src)) != 0)
+        return rc;
+    for (i = 0; i < g->n_nodes; i++)
+        uri_pw |= cli_nodes_userinfo(g->nodes[i]) == 2;
+    if (g->scrub_env) {
+        /* Copied above (password, node list); the library copies again. */
+        const char *env_nodes = getenv("REDLOCK_NODES");
+
+        wipe_env("REDLOCK_PASSWORD");
+        if (env_nodes && cli_nodes_userinfo(env_nodes) > 0)
+            wipe_env("REDLOCK_NODES");
+    }
     memset(&o, 0, sizeof(o));
     o.connect_timeout_ms = g->connect_timeout_ms;
     o.node_timeout_ms = g->timeout_ms;
     o.username = g->user;
-    o.password = pw && *pw ? pw : NULL;
+    o.password = g->password;
     o.tls.ca_file = g->tls_ca;
     o.tls.cert_file = g->tls_cert;
     o.tls.key_file = g->tls_key;
@@ -330,8 +596,10 @@ int cli_client_new(cli_globals *g, redlock_client **out)
     o.log_level = g->verbose >= 2 ? REDLOCK_LOG_DEBUG
                   : g->verbose  ? REDLOCK_LOG_INFO
                                 : REDLOCK_LOG_ERROR;
-    if (g->user && !o.password) {
-        cli_error("--user", "needs a password in $REDLOCK_PASSWORD");
+    if (g->user && !o.password && !uri_pw) {
+        cli_error(g->user == g->cfg.user ? "user" : "--user",
+                  "needs a password: --password-file FILE, $REDLOCK_PASSWORD, or password_file "
+                  "in the config file");
         return CLI_EX_USAGE;
     }
     if ((g->tls_cert == NULL) != (g->tls_key == NULL)) {
@@ -339,6 +607,7 @@ int cli_client_new(cli_globals *g, redlock_client **out)
                   "--tls-cert and --tls-key go together");
         return CLI_EX_USAGE;
     }
+    cli_warn_if_readable(key_what, g->tls_key);
     if (g->tls_insecure)
         cli_warn("--tls-insecure", "server certificates are NOT verified");
     rc = redlock_client_new(out, g->nodes, g->n_nodes, &o);
@@ -395,4 +664,230 @@ void cli_free_globals(cli_globals *g)
 {
     free(g->nodes_buf);
     g->nodes_buf = NULL;
+    if (g->password) {
+        explicit_bzero(g->password, strlen(g->password));
+        free(g->password);
+        g->password = NULL;
+    }
+    cli_config_free(&g->cfg);
+    g->config_loaded = 0;
+}
+
+
+/* ---- the options of the commands ------------------------------------------ */
+
+int cli_parse_name(cli_globals *g, const char *cmd, int argc, char **argv, const cli_opt *opts,
+                   int *force, const char **name)
+{
+    cli_args a = {argc, argv, 0, cmd, g};
+    const char *v;
+    int id;
+
+    *name = NULL;
+    while ((id = cli_next(&a, opts, &v)) != CLI_ARG_END) {
+        switch (id) {
+        case CLI_OPT_HELP:
+            cli_usage(cmd, 0);
+            return -1;
+        case CLI_ARG_ERROR:
+            return CLI_EX_USAGE;
+        case CLI_ARG_POSITIONAL:
+            if (*name) {
+                cli_error(cmd, "unexpected argument '%s' (one lock NAME)", v);
+                return CLI_EX_USAGE;
+            }
+            *name = v;
+            break;
+        case CLI_ARG_DASHDASH:
+            cli_error(cmd, "unexpected '--'");
+            return CLI_EX_USAGE;
+        default:
+            if (force) {
+                *force = 1;
+                break;
+            }
+            cli_error(cmd, "internal error: unexpected option %d", id);
+            return CLI_EX_SOFTWARE;
+        }
+    }
+    if (!*name) {
+        cli_error(cmd, "missing lock NAME");
+        return CLI_EX_USAGE;
+    }
+    return 0;
+}
+
+enum {
+    O_WAIT = 1,
+    O_NONBLOCK,
+    O_LEASE,
+    O_ON_LOST,
+    O_GRACE,
+    O_FENCING,
+    O_UNAVAILABLE,
+    O_CONFLICT,
+    O_COMMAND,
+    O_KEEP_SECRET_ENV
+};
+
+/* Durations fit the clock in nanoseconds (centuries). */
+#define MAX_MS (INT64_MAX / 1000000)
+
+/* -c STRING: /bin/sh -c STRING, as flock(1) runs it. */
+static int exec_command_string(cli_exec_opts *o)
+{
+    o->sh_argv[0] = (char *)"/bin/sh";
+    o->sh_argv[1] = (char *)"-c";
+    o->sh_argv[2] = (char *)o->command;
+    o->sh_argv[3] = NULL;
+    o->cmd = o->sh_argv;
+    return 0;
+}
+
+int cli_parse_exec(cli_globals *g, int argc, char **argv, cli_exec_opts *o)
+{
+    static const cli_opt opts[] = {
+        {"wait", 'w', 1, O_WAIT},
+        {"nonblock", 'N', 0, O_NONBLOCK},
+        {"lease", 0, 1, O_LEASE},
+        {"on-lost", 0, 1, O_ON_LOST},
+        {"grace", 0, 1, O_GRACE},
+        {"fencing", 0, 0, O_FENCING},
+        {"unavailable-timeout", 0, 1, O_UNAVAILABLE},
+        {"conflict-exit-code", 'E', 1, O_CONFLICT},
+        {"command", 'c', 1, O_COMMAND},
+        {"keep-secret-env", 0, 0, O_KEEP_SECRET_ENV},
+        {NULL, 0, 0, 0}};
+    cli_args a = {argc, argv, 0, "exec", g};
+    const char *v;
+    int64_t n;
+    int id;
+
+    memset(o, 0, sizeof(*o));
+    o->wait_ms = -1;
+    o->grace_ms = 5000;
+    o->unavailable_ms = 10000;
+    o->conflict_exit = CLI_EX_TEMPFAIL;
+    for (;;) {
+        id = cli_next(&a, opts, &v);
+        switch (id) {
+        case CLI_OPT_HELP:
+            cli_usage("exec", 0);
+            return -1;
+        case CLI_ARG_ERROR:
+            return CLI_EX_USAGE;
+        case O_WAIT:
+            o->wait_set = 1;
+            if (strcmp(v, "forever") == 0) {
+                o->wait_ms = -1;
+                break;
+            }
+            if (cli_parse_duration("--wait", v, 0, MAX_MS, &o->wait_ms))
+                return CLI_EX_USAGE;
+            break;
+        case O_NONBLOCK:
+            o->wait_set = 1;
+            o->wait_ms = 0;
+            break;
+        case O_LEASE:
+            o->lease_set = 1;
+            if (strcmp(v, "watchdog") == 0) {
+                o->lease_ms = 0;
+                break;
+            }
+            if (cli_parse_duration("--lease", v, 1, MAX_MS, &o->lease_ms))
+                return CLI_EX_USAGE;
+            break;
+        case O_ON_LOST:
+            if (strcmp(v, "term") == 0) {
+                o->on_lost = CLI_LOST_TERM;
+            } else if (strcmp(v, "kill") == 0) {
+                o->on_lost = CLI_LOST_KILL;
+            } else if (strcmp(v, "ignore") == 0) {
+                o->on_lost = CLI_LOST_IGNORE;
+            } else {
+                cli_error("--on-lost", "'%s' is not one of term, kill, ignore", v);
+                return CLI_EX_USAGE;
+            }
+            break;
+        case O_GRACE:
+            if (cli_parse_duration("--grace", v, 0, MAX_MS, &o->grace_ms))
+                return CLI_EX_USAGE;
+            break;
+        case O_FENCING:
+            o->fencing = 1;
+            break;
+        case O_UNAVAILABLE:
+            /* An int in the library; 0 would mean its default. */
+            if (cli_parse_duration("--unavailable-timeout", v, 1, INT32_MAX, &n))
+                return CLI_EX_USAGE;
+            o->unavailable_ms = (int)n;
+            break;
+        case O_CONFLICT:
+            if (cli_parse_int("--conflict-exit-code", v, 0, 255, &o->conflict_exit))
+                return CLI_EX_USAGE;
+            break;
+        case O_COMMAND:
+            if (!*v) {
+                cli_error("--command", "the command is empty");
+                return CLI_EX_USAGE;
+            }
+            o->command = v;
+            break;
+        case O_KEEP_SECRET_ENV:
+            o->keep_secret_env = 1;
+            break;
+        case CLI_ARG_POSITIONAL:
+            if (!o->name) {
+                o->name = v;
+                break;
+            }
+            if (o->command) {
+                cli_error("--command", "give either -c STRING or a command, not both ('%s')", v);
+                return CLI_EX_USAGE;
+            }
+            /* "exec NAME CMD ARG...": the command starts here and keeps
+             * its own options. */
+            o->cmd = argv + a.i - 1;
+            return 0;
+        case CLI_ARG_DASHDASH:
+            if (!o->name) {
+                cli_error("exec", "missing lock NAME before '--'");
+                return CLI_EX_USAGE;
+            }
+            if (o->command) {
+                cli_error("--command", "give either -c STRING or a command after '--', not both");
+                return CLI_EX_USAGE;
+            }
+            if (a.i >= argc) {
+                cli_error("exec", "missing command after '--'");
+                return CLI_EX_USAGE;
+            }
+            o->cmd = argv + a.i;
+            return 0;
+        case CLI_ARG_END:
+            if (o->name && o->command)
+                return exec_command_string(o);
+            cli_error("exec", o->name ? "missing command (exec NAME -- CMD [ARG...], or "
+                                        "exec NAME -c STRING)"
+                                      : "missing lock NAME and command");
+            return CLI_EX_USAGE;
+        default:
+            cli_error("exec", "internal error: unexpected option %d", id);
+            return CLI_EX_SOFTWARE;
+        }
+    }
+}
+
+int cli_exec_defaults(cli_globals *g, cli_exec_opts *o)
+{
+    int rc = cli_config_load(g);
+
+    if (rc != 0)
+        return rc;
+    if (!o->wait_set && g->cfg.has_wait)
+        o->wait_ms = g->cfg.wait_ms;
+    if (!o->lease_set && g->cfg.has_lease)
+        o->lease_ms = g->cfg.lease_ms;
+    return 0;
 }

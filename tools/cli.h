@@ -8,6 +8,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <sys/types.h>
 
 #include "redlock/redlock.h"
@@ -22,14 +23,29 @@
 #define CLI_EX_NOPERM 77     /* a node refused our credentials (AUTH, TLS) */
 #define CLI_EX_CONFIG 78     /* a node refused the request for good (WRONGTYPE, bad db) */
 
-/* The default nodes: the local rig that `redlock rig start` creates. */
-#define CLI_DEFAULT_NODES \
-    "redis://127.0.0.1:7001,redis://127.0.0.1:7002,redis://127.0.0.1:7003," \
-    "redis://127.0.0.1:7004,redis://127.0.0.1:7005"
+/*
+ * What a configuration file says (config.c). Strings are owned; unset
+ * values are NULL or 0. Relative paths are already resolved against the
+ * file's directory.
+ */
+typedef struct cli_config {
+    char *path;               /* the file that was read; NULL: none */
+    char *nodes;
+    char *tls_ca, *tls_cert, *tls_key, *tls_server_name;
+    char *user;
+    char *password_file;
+    int has_wait;
+    int64_t wait_ms;          /* -1 = forever */
+    int has_lease;
+    int64_t lease_ms;         /* 0 = the watchdog lease */
+    int quorum;               /* 0 = not set */
+} cli_config;
 
-/* Options that every command accepts, before or after the command name. */
+/* Options that every command accepts, before or after the command name.
+ * Where a value comes from: the command line, else the environment, else
+ * the configuration file (see cli_resolve_nodes and cli_client_new). */
 typedef struct cli_globals {
-    char *nodes_buf;          /* the --nodes list, split in place */
+    char *nodes_buf;          /* the node list, split in place */
     const char *nodes[64];
     size_t n_nodes;
     int quorum;               /* 0 = N/2+1, REDLOCK_QUORUM_ALL, or 1..N */
@@ -42,6 +58,15 @@ typedef struct cli_globals {
     const char *user;
     int verbose;
     int json;
+    const char *config_path;  /* --config */
+    const char *password_file; /* --password-file */
+    char *password;           /* the password in use (owned, wiped on free) */
+    /* exec without --keep-secret-env: once read, REDLOCK_PASSWORD and a
+     * REDLOCK_NODES with user info are wiped from redlock's own
+     * environment (its /proc/PID/environ, which the command could read). */
+    int scrub_env;
+    int config_loaded;        /* cfg holds the configuration file, if any */
+    cli_config cfg;
 } cli_globals;
 
 /* ---- output (redlock.c) ---------------------------------------------------- */
@@ -53,12 +78,29 @@ void cli_warn(const char *what, const char *fmt, ...) __attribute__((format(prin
 /* Prints "redlock: <what>: <why>" only with --verbose. */
 void cli_info(const cli_globals *g, const char *what, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
-/* Writes s as a JSON string literal (quotes included) to stdout. */
+/* Writes s as a JSON string literal (quotes included) to stdout, escaped
+ * as cli_fput_escaped() does. */
 void cli_json_string(const char *s);
 /* CLOCK_MONOTONIC in nanoseconds. */
 int64_t cli_now_ns(void);
 /* The absolute path of the running executable, or NULL. Static storage. */
 const char *cli_self_exe(void);
+
+/* ---- terminal safety (escape.c) ---------------------------------------- */
+
+/* The length (1-4) of the valid UTF-8 sequence at s, with its code point
+ * in *cp, or 0 if s does not start with one. s is NUL-terminated. */
+size_t cli_utf8_len(const unsigned char *s, uint32_t *cp);
+/*
+ * s (NULL: "") with every control character (C0 including newline, DEL,
+ * C1) and every byte that is not UTF-8 shown as \xNN and a backslash as
+ * \\, cut to whole characters to fit cap. Returns buf. Everything the tool
+ * prints that it did not write itself goes through this or the next.
+ */
+const char *cli_escape(const char *s, char *buf, size_t cap);
+/* Writes s escaped like cli_escape() (json = 0) or as a JSON string
+ * literal with quotes, the same characters as \u00NN (json = 1). */
+void cli_fput_escaped(FILE *f, const char *s, int json);
 
 /* ---- argument parsing (args.c) ----------------------------------------- */
 
@@ -95,13 +137,36 @@ int cli_next(cli_args *a, const cli_opt *opts, const char **value);
  * returns 0 or CLI_EX_USAGE after printing the error. */
 int cli_parse_i64(const char *what, const char *s, int64_t min, int64_t max, int64_t *out);
 int cli_parse_int(const char *what, const char *s, int min, int max, int *out);
+/* A duration: "250ms", "5s", "1.5s", "2m", "1h"; a bare number is
+ * milliseconds. The result must be a whole number of milliseconds in
+ * min_ms..max_ms. */
+int cli_parse_duration(const char *what, const char *s, int64_t min_ms, int64_t max_ms,
+                       int64_t *out_ms);
+/* "all" (REDLOCK_QUORUM_ALL) or 1..64; the upper bound N is checked once
+ * the nodes are known. */
+int cli_parse_quorum(const char *what, const char *s, int *out);
 
-/* Resolves the node list (--nodes, $REDLOCK_NODES, the rig default) and
- * checks --quorum against it. Returns 0 or CLI_EX_USAGE. */
+/* User info in a node list ("URI,URI,..."): 0 none, 1 a user name only,
+ * 2 a password. unix:// URIs have none. */
+int cli_nodes_userinfo(const char *list);
+/* Overwrites every password in a node list with '*', in place. */
+void cli_mask_passwords(char *list);
+
+/*
+ * Resolves the node list: --nodes, else $REDLOCK_NODES, else the
+ * configuration file's nodes; none is a usage error naming every way to
+ * give them. Splits it (cli_split_nodes) and sets the quorum (--quorum,
+ * else the file's). Returns 0 or an exit status after printing the error.
+ */
 int cli_resolve_nodes(cli_globals *g);
+/* Splits g->nodes_buf at ',' into g->nodes and checks the quorum against
+ * the count; src names the list in messages. */
+int cli_split_nodes(cli_globals *g, const char *src);
 
-/* Creates a client from the global options ($REDLOCK_PASSWORD supplies
- * the password). Returns 0 or an exit status after printing the error. */
+/* Creates a client from the global options, the environment and the
+ * configuration file (the password: --password-file, else
+ * $REDLOCK_PASSWORD, else password_file). Returns 0 or an exit status
+ * after printing the error. */
 int cli_client_new(cli_globals *g, redlock_client **out);
 /* Creates the lock NAME over every node with the global quorum. */
 int cli_lock_new(cli_globals *g, redlock_client *c, const char *name, int fencing,
@@ -111,6 +176,75 @@ int cli_lock_new(cli_globals *g, redlock_client *c, const char *name, int fencin
 const char *cli_member_why(redlock_client *c, size_t i, const redlock_member_report *r);
 
 void cli_free_globals(cli_globals *g);
+
+/* Parses "COMMAND NAME [options]" for status and unlock; *force (if not
+ * NULL) is set by any command option. Returns 0, -1 after printing the
+ * help, or an exit status after printing the error. */
+int cli_parse_name(cli_globals *g, const char *cmd, int argc, char **argv, const cli_opt *opts,
+                   int *force, const char **name);
+
+enum cli_on_lost { CLI_LOST_TERM, CLI_LOST_KILL, CLI_LOST_IGNORE };
+
+/* The options of redlock exec. */
+typedef struct cli_exec_opts {
+    const char *name;
+    int64_t wait_ms;          /* -1 = forever */
+    int wait_set;             /* given on the command line */
+    int64_t lease_ms;         /* 0 = the watchdog lease */
+    int lease_set;
+    enum cli_on_lost on_lost;
+    int64_t grace_ms;
+    int unavailable_ms;       /* end the wait after no quorum for this long */
+    int fencing;
+    int keep_secret_env;      /* --keep-secret-env */
+    int conflict_exit;        /* exit status when not acquired in time */
+    const char *command;      /* -c STRING */
+    char *sh_argv[4];         /* /bin/sh -c STRING */
+    char **cmd;               /* argv of the command (may point to sh_argv) */
+} cli_exec_opts;
+
+/* Parses exec's arguments into *o, which must stay where it is (o->cmd may
+ * point into it). Returns 0, -1 after printing the help, or an exit status
+ * after printing the error. No side effect beyond *o, *g and the error. */
+int cli_parse_exec(cli_globals *g, int argc, char **argv, cli_exec_opts *o);
+/* Fills what the command line left open from the configuration file
+ * (wait, lease), loading it first. Returns 0 or an exit status. */
+int cli_exec_defaults(cli_globals *g, cli_exec_opts *o);
+
+/* ---- configuration files (config.c) ---------------------------------------- */
+
+/* The system-wide file, read when no other is found. */
+#define CLI_SYSTEM_CONFIG "/etc/redlock/config"
+
+/*
+ * Parses a configuration file's text (len bytes; path names it in
+ * messages and anchors relative paths). "key = value" lines, '#' comment
+ * lines, blank lines. Fills *cfg (which must start zeroed or be cleared);
+ * returns 0, or CLI_EX_USAGE after printing "PATH:LINE: why".
+ */
+int cli_config_parse(cli_config *cfg, const char *path, const char *text, size_t len);
+/* Frees what *cfg owns and zeroes it. */
+void cli_config_free(cli_config *cfg);
+/*
+ * Reads the configuration file into g->cfg once: --config FILE, else
+ * $REDLOCK_CONFIG (both must exist), else $XDG_CONFIG_HOME/redlock/config
+ * (default ~/.config/redlock/config), else /etc/redlock/config (either may
+ * be absent). Returns 0 or an exit status after printing the error.
+ */
+int cli_config_load(cli_globals *g);
+/* Where configuration files are looked for, for messages:
+ * "--config FILE, $REDLOCK_CONFIG, /home/u/.config/redlock/config or
+ * /etc/redlock/config". */
+const char *cli_config_places(char *buf, size_t cap);
+/*
+ * Reads a password from a file: its contents without one trailing newline.
+ * Warns if others may read the file. Returns 0 with *out owned by the
+ * caller (wipe it before freeing), or CLI_EX_USAGE after an error naming
+ * what.
+ */
+int cli_read_secret_file(const char *what, const char *path, char **out);
+/* Warns (what: "PATH is readable by ...") if others may read the file. */
+void cli_warn_if_readable(const char *what, const char *path);
 
 /* ---- commands ------------------------------------------------------------ */
 
@@ -137,13 +271,14 @@ typedef struct cli_pgroup {
 /*
  * Starts cmd as the leader of a new process group, watched by a process
  * that signals the whole group if redlock dies (SIGTERM, SIGKILL after
- * grace_ms). child_setup runs in the child just before execvp() and may
- * only call async-signal-safe functions. Returns the pid (*exec_errno set
- * if execvp() failed) or -1 with errno. Call cli_pgroup_finish() on every
+ * grace_ms), with envp as its environment (NULL: redlock's). child_setup
+ * runs in the child just before execvpe() and may only call
+ * async-signal-safe functions. Returns the pid (*exec_errno set if
+ * execvpe() failed) or -1 with errno. Call cli_pgroup_finish() on every
  * way out, also after a failure.
  */
-pid_t cli_pgroup_spawn(cli_pgroup *pg, char **cmd, int64_t grace_ms, void (*child_setup)(void),
-                       int *exec_errno);
+pid_t cli_pgroup_spawn(cli_pgroup *pg, char **cmd, char **envp, int64_t grace_ms,
+                       void (*child_setup)(void), int *exec_errno);
 /* Sends sig to every process of the group (and SIGCONT after it). */
 void cli_pgroup_signal(const cli_pgroup *pg, int sig);
 /* Whether any process is left in the group. */

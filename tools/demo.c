@@ -185,6 +185,10 @@ static int spawn_worker(demo *d, int idx)
     argv[n++] = self;
     argv[n++] = "--nodes";
     argv[n++] = d->uris;
+    /* The demo's own rig, whatever a configuration file says (a fixed
+     * lease, a quorum, TLS, a wait). */
+    argv[n++] = "--config";
+    argv[n++] = "/dev/null";
     /* A short watchdog lease: keys a frozen node applies late (after the
      * thaw) expire within seconds instead of the default 30. */
     argv[n++] = "--watchdog-lease";

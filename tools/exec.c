@@ -28,23 +28,8 @@
 
 #include "cli.h"
 
-enum { O_WAIT = 1, O_LEASE, O_ON_LOST, O_GRACE, O_FENCING, O_UNAVAILABLE };
-
-enum on_lost_policy { LOST_TERM, LOST_KILL, LOST_IGNORE };
-
 /* The byte the on_lost callback writes; signals write their number. */
 #define WAKE_LOST 0xff
-
-typedef struct exec_opts {
-    const char *name;
-    int64_t wait_ms;      /* -1 = forever */
-    int64_t lease_ms;     /* 0 = watchdog */
-    enum on_lost_policy on_lost;
-    int64_t grace_ms;
-    int unavailable_ms;   /* end the wait after no quorum for this long */
-    int fencing;
-    char **cmd;
-} exec_opts;
 
 static int wake_pipe[2] = {-1, -1};
 
@@ -65,92 +50,6 @@ static void on_lost(void *ud, redlock_lock *lock, uint64_t owner, int reason)
     (void)lock, (void)owner;
     __atomic_store_n(lost_reason, reason, __ATOMIC_SEQ_CST);
     wake(WAKE_LOST);
-}
-
-static int parse_exec(cli_globals *g, int argc, char **argv, exec_opts *o)
-{
-    static const cli_opt opts[] = {
-        {"wait", 0, 1, O_WAIT},         {"lease", 0, 1, O_LEASE},
-        {"on-lost", 0, 1, O_ON_LOST},   {"grace", 0, 1, O_GRACE},
-        {"fencing", 0, 0, O_FENCING},   {"unavailable-timeout", 0, 1, O_UNAVAILABLE},
-        {NULL, 0, 0, 0}};
-    cli_args a = {argc, argv, 0, "exec", g};
-    const char *v;
-    int id;
-
-    memset(o, 0, sizeof(*o));
-    o->wait_ms = -1;
-    o->grace_ms = 5000;
-    o->unavailable_ms = 10000;
-    for (;;) {
-        id = cli_next(&a, opts, &v);
-        switch (id) {
-        case CLI_OPT_HELP:
-            cli_usage("exec", 0);
-            return -1;
-        case CLI_ARG_ERROR:
-            return CLI_EX_USAGE;
-        case O_WAIT:
-            if (cli_parse_i64("--wait", v, 0, INT64_MAX / 1000000, &o->wait_ms))
-                return CLI_EX_USAGE;
-            break;
-        case O_LEASE:
-            if (cli_parse_i64("--lease", v, 1, INT64_MAX / 1000000, &o->lease_ms))
-                return CLI_EX_USAGE;
-            break;
-        case O_ON_LOST:
-            if (strcmp(v, "term") == 0) {
-                o->on_lost = LOST_TERM;
-            } else if (strcmp(v, "kill") == 0) {
-                o->on_lost = LOST_KILL;
-            } else if (strcmp(v, "ignore") == 0) {
-                o->on_lost = LOST_IGNORE;
-            } else {
-                cli_error("--on-lost", "'%s' is not one of term, kill, ignore", v);
-                return CLI_EX_USAGE;
-            }
-            break;
-        case O_GRACE:
-            if (cli_parse_i64("--grace", v, 0, INT64_MAX / 1000000, &o->grace_ms))
-                return CLI_EX_USAGE;
-            break;
-        case O_FENCING:
-            o->fencing = 1;
-            break;
-        case O_UNAVAILABLE:
-            /* An int in the library; 0 would mean its default. */
-            if (cli_parse_int("--unavailable-timeout", v, 1, INT32_MAX, &o->unavailable_ms))
-                return CLI_EX_USAGE;
-            break;
-        case CLI_ARG_POSITIONAL:
-            if (!o->name) {
-                o->name = v;
-                break;
-            }
-            /* "exec NAME CMD ARG...": the command starts here and keeps
-             * its own options. */
-            o->cmd = argv + a.i - 1;
-            return 0;
-        case CLI_ARG_DASHDASH:
-            if (!o->name) {
-                cli_error("exec", "missing lock NAME before '--'");
-                return CLI_EX_USAGE;
-            }
-            if (a.i >= argc) {
-                cli_error("exec", "missing command after '--'");
-                return CLI_EX_USAGE;
-            }
-            o->cmd = argv + a.i;
-            return 0;
-        case CLI_ARG_END:
-            cli_error("exec", o->name ? "missing command (exec NAME -- CMD [ARG...])"
-                                      : "missing lock NAME and command");
-            return CLI_EX_USAGE;
-        default:
-            cli_error("exec", "internal error: unexpected option %d", id);
-            return CLI_EX_SOFTWARE;
-        }
-    }
 }
 
 /* ---- signals ------------------------------------------------------------- */
@@ -315,7 +214,7 @@ typedef struct progress {
     pthread_mutex_t mu;
     pthread_cond_t cv;
     int done, shown, running;
-    const char *name;
+    char name[256];           /* escaped */
     int64_t start_ns;
     int unreachable;          /* members failing in the last report */
     size_t members;
@@ -365,7 +264,7 @@ static void progress_start(progress *p, const char *name, size_t members)
     memset(p, 0, sizeof(*p));
     if (!isatty(STDOUT_FILENO) || !isatty(STDERR_FILENO))
         return;
-    p->name = name;
+    cli_escape(name, p->name, sizeof(p->name));
     p->members = members;
     p->start_ns = cli_now_ns();
     pthread_mutex_init(&p->mu, NULL);
@@ -474,7 +373,7 @@ static int note_members(waiter *w)
 /* redlock_acquire_as() over the whole --wait, in slices (see above). The
  * --unavailable-timeout is counted across slices here as well as by the
  * library, so a wait in slices ends like one call would. */
-static int acquire(waiter *w, const exec_opts *o, char *why, size_t cap)
+static int acquire(waiter *w, const cli_exec_opts *o, char *why, size_t cap)
 {
     int64_t start = cli_now_ns(), unavailable_since = 0, deadline = -1;
     int slice = 1, rc;
@@ -523,25 +422,96 @@ static int acquire(waiter *w, const exec_opts *o, char *why, size_t cap)
 
 /* ---- the child ------------------------------------------------------------ */
 
-static int set_child_env(const exec_opts *o, redlock_lock *lock, int64_t validity_ms)
-{
-    char buf[32];
+/*
+ * The command's environment, built before fork() (the child of a threaded
+ * process may not allocate): redlock's own, without what redlock sets
+ * itself and, unless --keep-secret-env, without the secrets: the password
+ * and a node list with user info in it. The command holds the lock, not
+ * the credentials to take other locks or to read the lock's nodes.
+ */
+typedef struct child_env {
+    char **envp;
+    char *mine[4];            /* the variables set here */
+} child_env;
 
-    snprintf(buf, sizeof(buf), "%lld", (long long)validity_ms);
-    if (setenv("REDLOCK_NAME", o->name, 1) || setenv("REDLOCK_VALIDITY_MS", buf, 1))
-        return -1;
+static int env_named(const char *entry, const char *name)
+{
+    size_t n = strlen(name);
+
+    return strncmp(entry, name, n) == 0 && entry[n] == '=';
+}
+
+static int is_secret(const char *entry)
+{
+    const char *nodes;
+
+    if (env_named(entry, "REDLOCK_PASSWORD"))
+        return 1;
+    if (!env_named(entry, "REDLOCK_NODES"))
+        return 0;
+    /* A node list that cli_client_new() wiped reads as empty now. */
+    nodes = entry + sizeof("REDLOCK_NODES=") - 1;
+    return !*nodes || cli_nodes_userinfo(nodes) > 0;
+}
+
+static void child_env_free(child_env *e)
+{
+    size_t i;
+
+    free(e->envp);
+    for (i = 0; i < sizeof(e->mine) / sizeof(e->mine[0]); i++)
+        free(e->mine[i]);
+    memset(e, 0, sizeof(*e));
+}
+
+static int child_env_build(child_env *e, const cli_exec_opts *o, redlock_lock *lock,
+                           int64_t validity_ms)
+{
+    static const char *const set_here[] = {"REDLOCK_NAME", "REDLOCK_VALIDITY_MS",
+                                           "REDLOCK_TOKEN", "REDLOCK_HELD"};
+    extern char **environ;
+    size_t n = 0, i, j, k, m = 0;
+    int skip;
+
+    memset(e, 0, sizeof(*e));
+    if (asprintf(&e->mine[m++], "REDLOCK_NAME=%s", o->name) < 0 ||
+        asprintf(&e->mine[m++], "REDLOCK_VALIDITY_MS=%lld", (long long)validity_ms) < 0 ||
+        !(e->mine[m++] = strdup("REDLOCK_HELD=1"))) {
+        e->mine[m - 1] = NULL;
+        goto oom;
+    }
     if (o->fencing) {
         uint64_t token;
 
         if (redlock_lock_token(lock, &token) != REDLOCK_OK) {
             cli_error("--fencing", "%s", redlock_last_error());
-            return -1;
+            child_env_free(e);
+            return CLI_EX_SOFTWARE;
         }
-        snprintf(buf, sizeof(buf), "%llu", (unsigned long long)token);
-        if (setenv("REDLOCK_TOKEN", buf, 1))
-            return -1;
+        if (asprintf(&e->mine[m++], "REDLOCK_TOKEN=%llu", (unsigned long long)token) < 0) {
+            e->mine[m - 1] = NULL;
+            goto oom;
+        }
     }
+    for (i = 0; environ && environ[i]; i++)
+        n++;
+    if (!(e->envp = calloc(n + m + 1, sizeof(char *))))
+        goto oom;
+    for (i = 0, k = 0; i < n; i++) {
+        skip = !o->keep_secret_env && is_secret(environ[i]);
+        for (j = 0; j < sizeof(set_here) / sizeof(set_here[0]); j++)
+            skip |= env_named(environ[i], set_here[j]);
+        if (!skip)
+            e->envp[k++] = environ[i];
+    }
+    for (i = 0; i < m; i++)
+        e->envp[k++] = e->mine[i];
+    e->envp[k] = NULL;
     return 0;
+oom:
+    cli_error("exec", "environment: out of memory");
+    child_env_free(e);
+    return CLI_EX_SOFTWARE;
 }
 
 static int exit_status_of(int status)
@@ -556,7 +526,7 @@ static int exit_status_of(int status)
 /* ---- the supervision loop -------------------------------------------------- */
 
 typedef struct supervisor {
-    const exec_opts *o;
+    const cli_exec_opts *o;
     cli_pgroup pg;            /* the command's process group */
     pid_t child;              /* its leader */
     int lost_reason;          /* written by the on_lost callback */
@@ -584,19 +554,19 @@ static void act_on_loss(supervisor *s, const char *why)
         return;
     s->lost = 1;
     switch (s->o->on_lost) {
-    case LOST_TERM:
+    case CLI_LOST_TERM:
         cli_error(s->o->name,
                   "lock lost (%s); sending SIGTERM to process group %ld, SIGKILL in %lld ms", why,
                   (long)s->child, (long long)s->o->grace_ms);
         cli_pgroup_signal(&s->pg, SIGTERM);
         s->kill_at_ns = cli_now_ns() + s->o->grace_ms * 1000000;
         break;
-    case LOST_KILL:
+    case CLI_LOST_KILL:
         cli_error(s->o->name, "lock lost (%s); sending SIGKILL to process group %ld", why,
                   (long)s->child);
         cli_pgroup_signal(&s->pg, SIGKILL);
         break;
-    case LOST_IGNORE:
+    case CLI_LOST_IGNORE:
         cli_warn(s->o->name, "lock lost (%s); the command keeps running (--on-lost ignore)",
                  why);
         break;
@@ -668,7 +638,7 @@ static void leftovers(supervisor *s)
 {
     if (!cli_pgroup_alive(&s->pg))
         return;
-    if ((s->lost && s->o->on_lost != LOST_IGNORE) || s->forwarded) {
+    if ((s->lost && s->o->on_lost != CLI_LOST_IGNORE) || s->forwarded) {
         cli_pgroup_signal(&s->pg, SIGKILL);
         return;
     }
@@ -678,13 +648,41 @@ static void leftovers(supervisor *s)
 
 /* ---- the command ----------------------------------------------------------- */
 
-static int acquire_status(int rc, int sig, const exec_opts *o, const char *why)
+/* -v: how long the wait took and which nodes granted the lock. */
+static void report_acquired(const cli_globals *g, waiter *w, const cli_exec_opts *o,
+                            int64_t waited_ms)
+{
+    redlock_member_report r;
+    char nodes[2048];
+    size_t i, len = 0, granted = 0;
+
+    if (!g->verbose)
+        return;
+    nodes[0] = '\0';
+    for (i = 0; i < w->n; i++) {
+        const char *node = redlock_client_node_name(w->client, i);
+        int n;
+
+        if (redlock_lock_report(w->lock, i, &r) != REDLOCK_OK ||
+            r.outcome != REDLOCK_MEMBER_GRANTED)
+            continue;
+        granted++;
+        n = snprintf(nodes + len, sizeof(nodes) - len, "%s%s", len ? ", " : "",
+                     node ? node : "?");
+        if (n > 0 && (size_t)n < sizeof(nodes) - len)
+            len += (size_t)n;
+    }
+    cli_info(g, o->name, "acquired after %lld ms on %zu of %zu node(s), quorum %d: %s",
+             (long long)waited_ms, granted, w->n, redlock_lock_quorum(w->lock), nodes);
+}
+
+static int acquire_status(int rc, int sig, const cli_exec_opts *o, const char *why)
 {
     switch (rc) {
     case REDLOCK_EBUSY:
     case REDLOCK_ETIMEOUT:
         cli_error(o->name, "%s", why);
-        return CLI_EX_TEMPFAIL;
+        return o->conflict_exit; /* 75 unless -E */
     case REDLOCK_ENO_QUORUM:
         cli_error(o->name, "%s", why);
         return CLI_EX_NOQUORUM;
@@ -713,19 +711,19 @@ static int acquire_status(int rc, int sig, const exec_opts *o, const char *why)
 }
 
 /* Runs the command while the lock is held; returns the exit status. */
-static int run_command(supervisor *s, const exec_opts *o, redlock_lock *lock)
+static int run_command(supervisor *s, const cli_exec_opts *o, redlock_lock *lock)
 {
     int64_t validity_ms = 0;
+    child_env env;
     int status, exec_errno, rc;
 
     if (redlock_remaining_ttl(lock, &validity_ms) != REDLOCK_OK)
         validity_ms = 0;
-    if (set_child_env(o, lock, validity_ms) != 0) {
-        cli_error("exec", "environment: %s", strerror(errno));
-        return CLI_EX_SOFTWARE;
-    }
+    if ((rc = child_env_build(&env, o, lock, validity_ms)) != 0)
+        return rc;
     fflush(NULL);
-    s->child = cli_pgroup_spawn(&s->pg, o->cmd, o->grace_ms, child_setup, &exec_errno);
+    s->child = cli_pgroup_spawn(&s->pg, o->cmd, env.envp, o->grace_ms, child_setup, &exec_errno);
+    child_env_free(&env);
     if (o->lease_ms > 0)
         s->lease_end_ns = cli_now_ns() + validity_ms * 1000000;
     if (s->child < 0) {
@@ -740,12 +738,12 @@ static int run_command(supervisor *s, const exec_opts *o, redlock_lock *lock)
     status = supervise(s);
     rc = status < 0 ? CLI_EX_SOFTWARE : exit_status_of(status);
     leftovers(s);
-    if (s->lost && o->on_lost != LOST_IGNORE)
+    if (s->lost && o->on_lost != CLI_LOST_IGNORE)
         rc = CLI_EX_LOST;
     return rc;
 }
 
-static int release(const exec_opts *o, cli_globals *g, redlock_lock *lock, int lost, int rc)
+static int release(const cli_exec_opts *o, cli_globals *g, redlock_lock *lock, int lost, int rc)
 {
     int unlock_rc = redlock_unlock(lock);
 
@@ -754,7 +752,7 @@ static int release(const exec_opts *o, cli_globals *g, redlock_lock *lock, int l
          * means the command may have run without the lock. */
         if (!lost) {
             cli_error(o->name, "%s", redlock_last_error());
-            if (o->on_lost != LOST_IGNORE && rc != CLI_EX_SOFTWARE)
+            if (o->on_lost != CLI_LOST_IGNORE && rc != CLI_EX_SOFTWARE)
                 rc = CLI_EX_LOST;
         }
     } else if (unlock_rc != REDLOCK_OK) {
@@ -769,18 +767,24 @@ static int release(const exec_opts *o, cli_globals *g, redlock_lock *lock, int l
 
 int cli_cmd_exec(cli_globals *g, int argc, char **argv)
 {
-    exec_opts o;
+    cli_exec_opts o;
     supervisor s;
     sig_thread sigs;
     waiter w;
     redlock_client *client = NULL;
     redlock_lock *lock = NULL;
     char why[512];
+    int64_t t0, waited_ms;
     int rc, sig;
 
-    if ((rc = parse_exec(g, argc, argv, &o)) != 0)
+    if ((rc = cli_parse_exec(g, argc, argv, &o)) != 0)
         return rc < 0 ? 0 : rc;
+    if ((rc = cli_exec_defaults(g, &o)) != 0)
+        return rc;
     g->unavailable_timeout_ms = o.unavailable_ms;
+    /* Once read, the secrets leave redlock's own environment too, so the
+     * command cannot read them in /proc/PPID/environ either. */
+    g->scrub_env = !o.keep_secret_env;
     memset(&s, 0, sizeof(s));
     s.o = &o;
     s.pg.watcher_fd = s.pg.tty = -1;
@@ -809,7 +813,9 @@ int cli_cmd_exec(cli_globals *g, int argc, char **argv)
         w.n = sizeof(w.failing);
     sig_set_client(&sigs, client);
     progress_start(&w.prog, o.name, redlock_lock_member_count(lock));
+    t0 = cli_now_ns();
     rc = acquire(&w, &o, why, sizeof(why));
+    waited_ms = (cli_now_ns() - t0) / 1000000;
     progress_stop(&w.prog);
     sig = sig_command_starts(&sigs);
     if (rc != REDLOCK_OK) {
@@ -822,8 +828,7 @@ int cli_cmd_exec(cli_globals *g, int argc, char **argv)
         rc = release(&o, g, lock, 0, 128 + sig);
         goto out;
     }
-    cli_info(g, o.name, "acquired on a quorum of %d of %zu node(s)", redlock_lock_quorum(lock),
-             redlock_lock_member_count(lock));
+    report_acquired(g, &w, &o, waited_ms);
     /* From here on the lock is released on every way out. */
     rc = run_command(&s, &o, lock);
     cli_pgroup_finish(&s.pg);

@@ -144,8 +144,8 @@ static int in_foreground(int tty)
     return tty >= 0 && tcgetpgrp(tty) == getpgrp();
 }
 
-pid_t cli_pgroup_spawn(cli_pgroup *pg, char **cmd, int64_t grace_ms, void (*child_setup)(void),
-                       int *exec_errno)
+pid_t cli_pgroup_spawn(cli_pgroup *pg, char **cmd, char **envp, int64_t grace_ms,
+                       void (*child_setup)(void), int *exec_errno)
 {
     int go[2], errp[2], err = 0;
     char byte = 'g';
@@ -179,7 +179,11 @@ pid_t cli_pgroup_spawn(cli_pgroup *pg, char **cmd, int64_t grace_ms, void (*chil
         if (!read_all(go[0], &byte, 1))
             _exit(127);
         child_setup();
-        execvp(cmd[0], cmd);
+        /* envp was built before fork(): nothing here allocates. */
+        if (envp)
+            execvpe(cmd[0], cmd, envp);
+        else
+            execvp(cmd[0], cmd);
         err = errno;
         if (write(errp[1], &err, sizeof(err)) < 0) {
         }

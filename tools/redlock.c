@@ -15,13 +15,15 @@
 
 static void vreport(const char *prefix, const char *what, const char *fmt, va_list ap)
 {
-    char why[1024];
+    char why[1024], safe_what[1024], safe_why[4 * sizeof(why)];
 
     vsnprintf(why, sizeof(why), fmt, ap);
-    /* One line per message: a multi-line server error would break scripts
-     * that read stderr line by line. */
-    why[strcspn(why, "\r\n")] = '\0';
-    fprintf(stderr, "redlock: %s%s: %s\n", prefix, what ? what : "error", why);
+    /* Messages quote servers, file contents and arguments: every control
+     * byte is escaped (escape.c), which also keeps a message on one line
+     * for scripts that read stderr line by line. */
+    fprintf(stderr, "redlock: %s%s: %s\n", prefix,
+            cli_escape(what ? what : "error", safe_what, sizeof(safe_what)),
+            cli_escape(why, safe_why, sizeof(safe_why)));
 }
 
 void cli_error(const char *what, const char *fmt, ...)
@@ -55,34 +57,7 @@ void cli_info(const cli_globals *g, const char *what, const char *fmt, ...)
 
 void cli_json_string(const char *s)
 {
-    const unsigned char *p = (const unsigned char *)(s ? s : "");
-
-    putchar('"');
-    for (; *p; p++) {
-        switch (*p) {
-        case '"':
-            fputs("\\\"", stdout);
-            break;
-        case '\\':
-            fputs("\\\\", stdout);
-            break;
-        case '\n':
-            fputs("\\n", stdout);
-            break;
-        case '\r':
-            fputs("\\r", stdout);
-            break;
-        case '\t':
-            fputs("\\t", stdout);
-            break;
-        default:
-            if (*p < 0x20 || *p == 0x7f)
-                printf("\\u%04x", *p);
-            else
-                putchar(*p);
-        }
-    }
-    putchar('"');
+    cli_fput_escaped(stdout, s, 1);
 }
 
 int64_t cli_now_ns(void)
@@ -171,7 +146,7 @@ static const command commands[] = {
  * status that scripts rely on. */
 static int run(cli_globals *g, int argc, char **argv)
 {
-    static const cli_opt top_opts[] = {{"version", 0, 0, 1}, {NULL, 0, 0, 0}};
+    static const cli_opt top_opts[] = {{"version", 'V', 0, 1}, {NULL, 0, 0, 0}};
     cli_args a = {argc, argv, 1, NULL, g};
     const command *c;
     const char *v;

@@ -9,48 +9,6 @@
 
 #include "cli.h"
 
-/* Parses "COMMAND NAME [options]" for status and unlock. */
-static int parse_name(cli_globals *g, const char *cmd, int argc, char **argv,
-                      const cli_opt *opts, int *force, const char **name)
-{
-    cli_args a = {argc, argv, 0, cmd, g};
-    const char *v;
-    int id;
-
-    *name = NULL;
-    while ((id = cli_next(&a, opts, &v)) != CLI_ARG_END) {
-        switch (id) {
-        case CLI_OPT_HELP:
-            cli_usage(cmd, 0);
-            return -1;
-        case CLI_ARG_ERROR:
-            return CLI_EX_USAGE;
-        case CLI_ARG_POSITIONAL:
-            if (*name) {
-                cli_error(cmd, "unexpected argument '%s' (one lock NAME)", v);
-                return CLI_EX_USAGE;
-            }
-            *name = v;
-            break;
-        case CLI_ARG_DASHDASH:
-            cli_error(cmd, "unexpected '--'");
-            return CLI_EX_USAGE;
-        default:
-            if (force) {
-                *force = 1;
-                break;
-            }
-            cli_error(cmd, "internal error: unexpected option %d", id);
-            return CLI_EX_SOFTWARE;
-        }
-    }
-    if (!*name) {
-        cli_error(cmd, "missing lock NAME");
-        return CLI_EX_USAGE;
-    }
-    return 0;
-}
-
 /* Members are read in parallel, one thread each, so a frozen node costs
  * one inspection timeout in total rather than one per node. */
 typedef struct probe {
@@ -168,38 +126,50 @@ static void print_json(redlock_client *c, const char *name, int quorum, const pr
            v->held ? "true" : "false");
 }
 
+/* Room for a holder field, escaped (four bytes per byte at most). */
+#define SAFE_FIELD (4 * sizeof(((redlock_member_state *)0)->holder) + 32)
+
 static void print_text(redlock_client *c, const char *name, int quorum, const probe *p,
                        size_t n, const verdict *v)
 {
+    char node[256], msg[4 * 128 + 1], holder[SAFE_FIELD + 32], field[SAFE_FIELD];
     size_t i;
 
-    printf("lock '%s' on %zu node(s), quorum %d\n", name, n, quorum);
+    /* Field names and messages come from the servers: escaped (the name
+     * too, as every name is: it may have come from a script). */
+    fputs("lock '", stdout);
+    cli_fput_escaped(stdout, name, 0);
+    printf("' on %zu node(s), quorum %d\n", n, quorum);
     printf("%-24s %-9s %-48s %5s %9s %s\n", "NODE", "REACHABLE", "HOLDER", "COUNT", "PTTL_MS",
            "TOKEN");
     for (i = 0; i < n; i++) {
         const redlock_member_state *st = &p[i].st;
-        char holder[200];
 
+        cli_escape(redlock_client_node_name(c, i), node, sizeof(node));
         if (!st->reachable) {
-            printf("%-24s %-9s %s\n", redlock_client_node_name(c, i), "no",
-                   st->message[0] ? st->message : redlock_strerror(st->err));
+            printf("%-24s %-9s %s\n", node, "no",
+                   cli_escape(st->message[0] ? st->message : redlock_strerror(st->err), msg,
+                              sizeof(msg)));
             continue;
         }
+        cli_escape(st->holder, field, sizeof(field));
         if (!st->exists)
             snprintf(holder, sizeof(holder), "-");
         else if (st->holders > 1)
-            snprintf(holder, sizeof(holder), "%s (+%zu more)", st->holder, st->holders - 1);
+            snprintf(holder, sizeof(holder), "%s (+%zu more)", field, st->holders - 1);
         else
-            snprintf(holder, sizeof(holder), "%s", st->holder[0] ? st->holder : "?");
-        printf("%-24s %-9s %-48s %5lld %9lld %llu\n", redlock_client_node_name(c, i), "yes",
-               holder, (long long)(st->exists ? st->hold_count : 0), (long long)st->pttl_ms,
+            snprintf(holder, sizeof(holder), "%s", st->holder[0] ? field : "?");
+        printf("%-24s %-9s %-48s %5lld %9lld %llu\n", node, "yes", holder,
+               (long long)(st->exists ? st->hold_count : 0), (long long)st->pttl_ms,
                (unsigned long long)st->token);
     }
+    if (v->holder)
+        cli_escape(v->holder, field, sizeof(field));
     if (v->held)
-        printf("held by quorum: yes (%s on %zu of %zu node(s))\n", v->holder, v->holder_nodes, n);
+        printf("held by quorum: yes (%s on %zu of %zu node(s))\n", field, v->holder_nodes, n);
     else if (v->holder)
-        printf("held by quorum: no (%s on only %zu of %zu node(s))\n", v->holder,
-               v->holder_nodes, n);
+        printf("held by quorum: no (%s on only %zu of %zu node(s))\n", field, v->holder_nodes,
+               n);
     else
         printf("held by quorum: no (free)\n");
 }
@@ -215,7 +185,7 @@ int cli_cmd_status(cli_globals *g, int argc, char **argv)
     size_t n;
     int rc, quorum;
 
-    if ((rc = parse_name(g, "status", argc, argv, opts, NULL, &name)) != 0)
+    if ((rc = cli_parse_name(g, "status", argc, argv, opts, NULL, &name)) != 0)
         return rc < 0 ? 0 : rc;
     if ((rc = cli_client_new(g, &c)) != 0)
         return rc;
@@ -248,7 +218,7 @@ int cli_cmd_unlock(cli_globals *g, int argc, char **argv)
     size_t released = 0;
     int rc, force = 0;
 
-    if ((rc = parse_name(g, "unlock", argc, argv, opts, &force, &name)) != 0)
+    if ((rc = cli_parse_name(g, "unlock", argc, argv, opts, &force, &name)) != 0)
         return rc < 0 ? 0 : rc;
     if (!force) {
         cli_error("unlock", "--force is required: the current holder loses the lock");
@@ -275,10 +245,13 @@ int cli_cmd_unlock(cli_globals *g, int argc, char **argv)
         cli_json_string(name);
         printf(",\"released_nodes\":%zu,\"was_locked\":%s}\n", released,
                released ? "true" : "false");
-    } else if (released) {
-        printf("lock '%s' released on %zu node(s)\n", name, released);
     } else {
-        printf("lock '%s' was free\n", name);
+        fputs("lock '", stdout);
+        cli_fput_escaped(stdout, name, 0);
+        if (released)
+            printf("' released on %zu node(s)\n", released);
+        else
+            printf("' was free\n");
     }
 out:
     redlock_lock_free(lock);

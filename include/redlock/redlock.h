@@ -36,9 +36,9 @@ extern "C" {
 
 /* The version is defined here once; CMakeLists.txt parses these lines. */
 #define REDLOCK_VERSION_MAJOR 0
-#define REDLOCK_VERSION_MINOR 1
+#define REDLOCK_VERSION_MINOR 2
 #define REDLOCK_VERSION_PATCH 0
-#define REDLOCK_VERSION_STRING "0.1.0"
+#define REDLOCK_VERSION_STRING "0.2.0"
 
 #if defined(REDLOCK_STATIC)
 #define REDLOCK_EXTERN
@@ -412,9 +412,10 @@ REDLOCK_EXTERN int redlock_try_lock_for(redlock_lock *lock, int64_t wait_ms,
  *
  * Returns REDLOCK_OK, REDLOCK_ENOT_OWNER (owner does not hold it: never a
  * silent success), REDLOCK_ELOST (the hold was lost before; the lost state
- * is cleared by this call), REDLOCK_ENO_QUORUM (no member answered within
- * the node timeout: the hold is dropped locally and the release goes on in
- * the background), REDLOCK_EINVAL.
+ * is cleared by this call; or a quorum of members no longer had it),
+ * REDLOCK_ENO_QUORUM (no member that held it answered within the node
+ * timeout: the hold is dropped locally and the release goes on in the
+ * background), REDLOCK_EINVAL.
  */
 REDLOCK_EXTERN int redlock_unlock_as(redlock_lock *lock, uint64_t owner);
 REDLOCK_EXTERN int redlock_unlock(redlock_lock *lock);

@@ -59,8 +59,11 @@ int redlock__unlock_outcome(const redlock__unlock_tally *t)
         return REDLOCK_ELOST;
     if ((t->ours && confirmed > 0) || (!t->ours && confirmed >= t->quorum))
         return REDLOCK_OK;
-    if (t->ours && t->not_held > 0)
-        return REDLOCK_ELOST;
+    /* A recorded hold is gone only if a quorum says so: members that never
+     * granted it answer "not held" too, while the ones that did may be
+     * silent (their release goes on in the background). */
+    if (t->ours)
+        return t->not_held >= t->quorum ? REDLOCK_ELOST : REDLOCK_ENO_QUORUM;
     if (t->not_held == 0)
         return REDLOCK_ENO_QUORUM;
     return REDLOCK_ENOT_OWNER;

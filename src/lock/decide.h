@@ -69,7 +69,7 @@ typedef struct redlock__unlock_tally {
 } redlock__unlock_tally;
 
 /*
- *   REDLOCK_ELOST        validity ended first, or our field was gone;
+ *   REDLOCK_ELOST        validity ended first, or a quorum lacked our field;
  *   REDLOCK_OK           released (a recorded hold: any member confirms;
  *                        none recorded: a quorum of our fields must);
  *   REDLOCK_ENO_QUORUM   no member answered;

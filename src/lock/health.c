@@ -49,10 +49,13 @@ static int observe(void *ud, size_t batch, size_t call, int err, const char *msg
     observed *o = ud;
     size_t node = o->batches[batch].node;
 
-    if (err == REDLOCK_ETIMEOUT)
+    if (err == REDLOCK_ETIMEOUT) {
         redlock__node_went_silent(o->c, node);
-    else if (!err)
+    } else if (!err) {
         __atomic_store_n(&o->c->node_silent[node], 0, __ATOMIC_RELAXED);
+        /* Whatever call heard the node, what it is owed may go now. */
+        redlock__retry_heard(&o->c->retry, node, o->c->tp.ops->now_ns(o->c->tp.ctx));
+    }
     if (err && redlock__refuses_for_good(err))
         warn_refusal(o->c, node, err, msg);
     else if (!err && r->type == REDIS_REPLY_ERROR &&

@@ -12,7 +12,10 @@
 #include "core/util.h"
 
 #define PENDING_RETRY_MS 100
-#define PENDING_MAX_BACKOFF_MS 3200
+/* Probes are PINGs that wait in a frozen node's socket, not scripts, so
+ * they can come often enough that a thawed node gets its backlog within
+ * about a second. */
+#define PENDING_MAX_BACKOFF_MS 800
 
 static void free_pending(redlock__pending *p)
 {
@@ -85,19 +88,22 @@ void redlock__retry_queue(redlock__retry *r, int64_t now, size_t node, int scrip
 
 size_t redlock__retry_take(redlock__retry *r, int64_t now, int all,
                            int (*silent)(void *ud, size_t node), void *silent_ud,
-                           redlock__pending **out)
+                           redlock__pending **out, unsigned char *probe)
 {
-    unsigned char taken[REDLOCK__RETRY_MAX_NODES] = {0};
     redlock__pending **pp;
     size_t n = 0;
 
     *out = NULL;
+    if (probe)
+        memset(probe, 0, REDLOCK__RETRY_MAX_NODES);
     pthread_mutex_lock(&r->mu);
     for (pp = &r->pending; *pp;) {
         redlock__pending *p = *pp;
-        /* A node that did not answer last time gets one call, a probe,
-         * until it answers: everything sent to it waits in its socket. */
+        /* A node that did not answer last time gets a probe (a PING) when
+         * its back-off allows, and its calls only once it answers: the
+         * probes wait in its socket, the calls are sent once. */
         int probe_only = r->backoff_ms[p->node] > 0 || (silent && silent(silent_ud, p->node));
+        int due = p->next_try_ns <= now && r->next_try_ns[p->node] <= now;
 
         if (now >= p->give_up_ns) {
             /* The lease could have run out there: nothing left to undo. */
@@ -105,9 +111,13 @@ size_t redlock__retry_take(redlock__retry *r, int64_t now, int all,
             free_pending(p);
             continue;
         }
-        if (all || (p->next_try_ns <= now && r->next_try_ns[p->node] <= now &&
-                    !(probe_only && taken[p->node]))) {
-            taken[p->node] = 1;
+        if (!all && probe_only) {
+            if (due && probe)
+                probe[p->node] = 1;
+            pp = &p->next;
+            continue;
+        }
+        if (all || due) {
             *pp = p->next;
             p->next = *out;
             *out = p;
@@ -121,7 +131,8 @@ size_t redlock__retry_take(redlock__retry *r, int64_t now, int all,
 }
 
 size_t redlock__retry_settle(redlock__retry *r, redlock__pending *taken,
-                             const unsigned char *answered, int64_t now)
+                             const unsigned char *answered, const unsigned char *probed,
+                             const unsigned char *probe_heard, int64_t now)
 {
     unsigned char heard[REDLOCK__RETRY_MAX_NODES] = {0}, tried[REDLOCK__RETRY_MAX_NODES] = {0};
     redlock__pending *p, *next;
@@ -129,7 +140,11 @@ size_t redlock__retry_settle(redlock__retry *r, redlock__pending *taken,
 
     for (p = taken, i = 0; p; p = p->next, i++) {
         tried[p->node] = 1;
-        heard[p->node] |= answered[i];
+        heard[p->node] |= answered && answered[i];
+    }
+    for (node = 0; probed && node < REDLOCK__RETRY_MAX_NODES; node++) {
+        tried[node] |= probed[node];
+        heard[node] |= probe_heard && probe_heard[node];
     }
     pthread_mutex_lock(&r->mu);
     for (node = 0; node < REDLOCK__RETRY_MAX_NODES; node++) {
@@ -138,20 +153,20 @@ size_t redlock__retry_settle(redlock__retry *r, redlock__pending *taken,
         if (!tried[node])
             continue;
         if (heard[node]) {
-            r->backoff_ms[node] = 0;
+            __atomic_store_n(&r->backoff_ms[node], 0, __ATOMIC_RELAXED);
             r->next_try_ns[node] = now;
             continue;
         }
         b = r->backoff_ms[node] ? 2 * r->backoff_ms[node] : PENDING_RETRY_MS;
         if (b > PENDING_MAX_BACKOFF_MS)
             b = PENDING_MAX_BACKOFF_MS;
-        r->backoff_ms[node] = (int)b;
+        __atomic_store_n(&r->backoff_ms[node], (int)b, __ATOMIC_RELAXED);
         r->next_try_ns[node] =
             now + (b + (int64_t)redlock__rand_below((uint64_t)b / 2 + 1)) * REDLOCK__NS_PER_MS;
     }
     for (p = taken, i = 0; p; p = next, i++) {
         next = p->next;
-        if (answered[i] || now >= p->give_up_ns) {
+        if ((answered && answered[i]) || now >= p->give_up_ns) {
             free_pending(p);
             continue;
         }
@@ -164,6 +179,26 @@ size_t redlock__retry_settle(redlock__retry *r, redlock__pending *taken,
             p->next_try_ns = r->next_try_ns[p->node];
     pthread_mutex_unlock(&r->mu);
     return left;
+}
+
+void redlock__retry_heard(redlock__retry *r, size_t node, int64_t now)
+{
+    void (*wake)(void *) = NULL;
+    void *wake_ud = NULL;
+
+    if (node >= REDLOCK__RETRY_MAX_NODES || !r->enabled ||
+        __atomic_load_n(&r->backoff_ms[node], __ATOMIC_RELAXED) == 0)
+        return;
+    pthread_mutex_lock(&r->mu);
+    if (r->backoff_ms[node] > 0) {
+        __atomic_store_n(&r->backoff_ms[node], 0, __ATOMIC_RELAXED);
+        r->next_try_ns[node] = now;
+        wake = r->wake;
+        wake_ud = r->wake_ud;
+    }
+    pthread_mutex_unlock(&r->mu);
+    if (wake)
+        wake(wake_ud);
 }
 
 int64_t redlock__retry_next_due(redlock__retry *r)

@@ -49,22 +49,29 @@ void redlock__retry_queue(redlock__retry *r, int64_t now, size_t node, int scrip
 /*
  * Takes the calls due at now, or every call with all != 0, into *out (a
  * list the caller owns until it settles it); drops calls past their give-up
- * time. A node that did not answer last time gets one call, its probe,
- * until it answers: what was sent to it waits in its socket. Returns how
- * many were taken.
+ * time. A node that did not answer last time (or is silent) gets none of
+ * its calls: probe[node] (REDLOCK__RETRY_MAX_NODES entries, may be NULL)
+ * says a PING should go to it instead, when its back-off allows. Returns
+ * how many calls were taken.
  */
 size_t redlock__retry_take(redlock__retry *r, int64_t now, int all,
                            int (*silent)(void *ud, size_t node), void *silent_ud,
-                           redlock__pending **out);
+                           redlock__pending **out, unsigned char *probe);
 
 /*
- * Settles a taken list: answered[i] != 0 for the i-th call answered. Puts
- * back the rest; a node that answered anything may go again at once, one
- * that did not backs off (100 ms doubling to 3.2 s, with jitter). Returns
- * how many calls are still owed from this list.
+ * Settles a taken list: answered[i] != 0 for the i-th call answered, and
+ * the probes (probed[node], probe_heard[node]; both may be NULL). Puts back
+ * the rest; a node that answered anything may go again at once, one that
+ * did not backs off (100 ms doubling to 800 ms, with jitter). Returns how
+ * many calls are still owed from this list.
  */
 size_t redlock__retry_settle(redlock__retry *r, redlock__pending *taken,
-                             const unsigned char *answered, int64_t now);
+                             const unsigned char *answered, const unsigned char *probed,
+                             const unsigned char *probe_heard, int64_t now);
+
+/* Something came back from node: its back-off ends and what is owed to it
+ * may go at once. Cheap when the node was not backing off. */
+void redlock__retry_heard(redlock__retry *r, size_t node, int64_t now);
 
 /* The next moment a queued call falls due (INT64_MAX: none). */
 int64_t redlock__retry_next_due(redlock__retry *r);

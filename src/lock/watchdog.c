@@ -49,7 +49,8 @@ typedef struct held {
 
 typedef struct tick_call {
     held *h;                  /* renewal, or */
-    redlock__pending *p;      /* background call */
+    redlock__pending *p;      /* background call, or */
+    int probe;                /* a PING to see whether the node is back */
     size_t member;
 } tick_call;
 
@@ -65,16 +66,22 @@ typedef struct tick {
     const char **argv;
     unsigned char *pending_done;
     size_t n_pending;
+    /* PING probes to nodes whose calls wait for them to answer. */
+    unsigned char probe[REDLOCK__MAX_NODES];
+    unsigned char probe_heard[REDLOCK__MAX_NODES];
+    size_t n_probes;
 } tick;
 
-/* The retry queue tells the watchdog thread a call was queued. */
+/* The retry queue tells the watchdog thread a call was queued or a node
+ * is back. It may run inside a fan-out's reply callback, so it takes no
+ * mutex (a transport may hold its own while calling back, and the watchdog
+ * thread reads the transport's clock under wd.mu). A wake-up lost to the
+ * race costs at most the sleep the thread had planned, one back-off. */
 static void wake_watchdog(void *ud)
 {
     redlock__watchdog *wd = ud;
 
-    pthread_mutex_lock(&wd->mu);
     pthread_cond_broadcast(&wd->cond);
-    pthread_mutex_unlock(&wd->mu);
 }
 
 static int node_silent(void *ud, size_t node)
@@ -214,7 +221,8 @@ static int collect(redlock_client *c, tick *t, int64_t now)
 
 static int build(redlock_client *c, tick *t, int64_t deadline)
 {
-    size_t total = t->n_pending, i, k = 0, node;
+    static const char *const ping[] = {"PING"};
+    size_t total = t->n_pending + REDLOCK__MAX_NODES, i, k = 0, node;
     redlock__pending *p;
 
     for (i = 0; i < t->n_held; i++)
@@ -250,6 +258,12 @@ static int build(redlock_client *c, tick *t, int64_t deadline)
                 k++;
             }
         }
+        if (node < REDLOCK__MAX_NODES && t->probe[node]) {
+            t->calls[k] = (redlock__call){-1, 0, 1, ping, NULL};
+            t->tags[k].probe = 1;
+            t->tags[k].member = node;
+            k++;
+        }
         for (p = t->pending; p; p = p->next, pi++) {
             if (p->node != node)
                 continue;
@@ -275,6 +289,11 @@ static int on_tick_reply(void *ud, size_t batch, size_t call, int err, const cha
     tick_call *tag = &t->tags[t->batch_start[batch] + call];
 
     (void)msg;
+    if (tag->probe) {
+        if (!err && r->type != REDIS_REPLY_ERROR)
+            t->probe_heard[tag->member] = 1;
+        return 0;
+    }
     if (tag->p) {
         /* Any definitive answer settles a background release. */
         if (!err && r->type != REDIS_REPLY_ERROR)
@@ -424,7 +443,8 @@ void redlock__watchdog_tick(redlock_client *c)
         return;
     }
     pthread_mutex_unlock(&c->wd.mu);
-    t.n_pending = redlock__retry_take(&c->retry, t_tick, 0, node_silent, c, &t.pending);
+    t.n_pending =
+        redlock__retry_take(&c->retry, t_tick, 0, node_silent, c, &t.pending, t.probe);
     for (i = 0; i < t.n_held; i++)
         if (t.held[i].lease_ms < lease_ms)
             lease_ms = t.held[i].lease_ms;
@@ -463,8 +483,7 @@ void redlock__watchdog_tick(redlock_client *c)
             redlock__restore_members(h->l, h->field, h->lease_ms, restore,
                                      now + redlock__node_timeout_ns(c, h->lease_ms));
     }
-    if (t.pending)
-        redlock__retry_settle(&c->retry, t.pending, t.pending_done, now);
+    redlock__retry_settle(&c->retry, t.pending, t.pending_done, t.probe, t.probe_heard, now);
     t.pending = NULL;
     pthread_mutex_lock(&c->wd.mu);
     for (i = 0; i < t.n_held; i++)
@@ -491,12 +510,12 @@ int redlock__watchdog_flush(redlock_client *c, int timeout_ms)
     memset(&t, 0, sizeof(t));
     /* Everything owed, whatever the back-off; what a tick has in flight
      * right now it settles itself. */
-    t.n_pending = redlock__retry_take(&c->retry, now, 1, NULL, NULL, &t.pending);
+    t.n_pending = redlock__retry_take(&c->retry, now, 1, NULL, NULL, &t.pending, NULL);
     if (t.n_pending > 0 &&
         build(c, &t, now + (int64_t)timeout_ms * REDLOCK__NS_PER_MS) == 0 && t.nb > 0)
         redlock__fanout(c, t.batches, t.nb, on_tick_reply, &t);
     left = t.pending && t.pending_done
-               ? redlock__retry_settle(&c->retry, t.pending, t.pending_done,
+               ? redlock__retry_settle(&c->retry, t.pending, t.pending_done, NULL, NULL,
                                        ops->now_ns(c->tp.ctx))
                : t.n_pending;
     tick_free(&t);

@@ -9,7 +9,10 @@ REDLOCK=${2:?}
 RIG=${3:?}
 MAN_PAGE=${4:-}
 export REDLOCK_RIG_SCRIPT=$RIG
-unset REDLOCK_NODES REDLOCK_PASSWORD
+unset REDLOCK_NODES REDLOCK_PASSWORD XDG_CONFIG_HOME
+# No configuration file of the machine or the user applies to a test, unless
+# the test says so.
+export REDLOCK_CONFIG=/dev/null
 # shellcheck source=lib.sh
 . "$(dirname "$0")/lib.sh"
 
@@ -65,12 +68,37 @@ unknown command|frobnicate
 --timeout|--timeout 0 status x
 --watchdog-lease|--watchdog-lease 10 exec x -- true
 --unavailable-timeout|exec x --unavailable-timeout 0 -- true
---unavailable-timeout|exec x --unavailable-timeout 1s -- true
+--unavailable-timeout|exec x --unavailable-timeout 1x -- true
+--wait|exec x -w 1.0005s -- true
+--wait|exec x --wait 5d -- true
+--wait|exec x --wait 1.5 -- true
+--wait|exec x --wait s -- true
+--lease|exec x --lease 0.5ms -- true
+--lease|exec x --lease forever -- true
+--grace|exec x --grace -1s -- true
+--timeout|--timeout 0ms status x
+--watchdog-lease|--watchdog-lease 0.05s exec x -- true
+--conflict-exit-code|exec x -E 256 -- true
+--conflict-exit-code|exec x --conflict-exit-code abc -- true
+--conflict-exit-code|exec x -E
+--command|exec x -c true -- true
+--command|exec x -c true extra
+--command|exec x -c ''
+--command|exec x -c
+missing command|exec x -N
+--config|--config $WORK/no-such-config status x
+--config|--config $WORK status x
+--password-file|-n redis://127.0.0.1:1 --password-file $WORK/no-such-file status x
 takes no value|--tls-insecure=yes status x
 or all|--quorum most status x
 EOF
   note "every usage error exits 64 with one line"
+  REDLOCK_CONFIG=$WORK/no-such-config run status x
+  expect_rc 64 "REDLOCK_CONFIG names a missing file"
+  expect_one_error_line "REDLOCK_CONFIG names a missing file"
+  grep -q "REDLOCK_CONFIG" "$WORK/err" || fail "the error does not name REDLOCK_CONFIG: $(cat "$WORK/err")"
   for c in "" exec status unlock rig demo version help; do
+    # shellcheck disable=SC2086
     run $c --help
     expect_rc 0 "redlock $c --help"
     grep -q '^usage: redlock' "$WORK/out" || fail "redlock $c --help: no usage text"
@@ -89,6 +117,13 @@ EOF
   grep -q "^redlock [0-9]" "$WORK/out" || fail "version output: $(cat "$WORK/out")"
   run --json version
   python3 -m json.tool "$WORK/out" >/dev/null || fail "version --json does not parse"
+  run version
+  cp "$WORK/out" "$WORK/version.out"
+  for v in -V --version; do
+    run $v
+    expect_rc 0 "redlock $v"
+    cmp -s "$WORK/out" "$WORK/version.out" || fail "redlock $v: $(cat "$WORK/out") $(cat "$WORK/err")"
+  done
   note "help and version exit 0"
 }
 
@@ -580,6 +615,429 @@ case_tty() {
   note "interactive command inside a script read from the terminal"
 }
 
+# ---- security --------------------------------------------------------------
+
+# What the command sees of redlock's secrets, printed on one line.
+SHOW_ENV='echo "pw=${REDLOCK_PASSWORD-unset} nodes=${REDLOCK_NODES-unset} held=${REDLOCK_HELD-unset}"'
+
+# The command never sees REDLOCK_PASSWORD, nor REDLOCK_NODES once a URI in
+# it has user info, unless --keep-secret-env; nor can it read them from
+# redlock's own /proc/PID/environ and cmdline.
+case_secret_env() {
+  rig_up --acl-user alice --acl-pass s3cret
+  local plain=$REDLOCK_NODES with_pw with_user
+  with_pw=${plain//redis:\/\//redis://alice:s3cret@}
+  with_user=${plain//redis:\/\//redis://alice@}
+
+  REDLOCK_PASSWORD=s3cret run --user alice exec se -- sh -c "$SHOW_ENV"
+  expect_rc 0 "exec with REDLOCK_PASSWORD"
+  grep -qxF "pw=unset nodes=$plain held=1" "$WORK/out" || fail "REDLOCK_PASSWORD reached the command: $(cat "$WORK/out")"
+  note "REDLOCK_PASSWORD removed, REDLOCK_NODES without user info kept, REDLOCK_HELD=1"
+
+  REDLOCK_NODES=$with_pw run exec se -- sh -c "$SHOW_ENV"
+  expect_rc 0 "exec with a password in REDLOCK_NODES"
+  grep -qxF "pw=unset nodes=unset held=1" "$WORK/out" || fail "REDLOCK_NODES with a password reached the command: $(cat "$WORK/out")"
+  REDLOCK_PASSWORD=s3cret REDLOCK_NODES=$with_user run exec se -- sh -c "$SHOW_ENV"
+  expect_rc 0 "exec with a user in REDLOCK_NODES"
+  grep -qxF "pw=unset nodes=unset held=1" "$WORK/out" || fail "REDLOCK_NODES with user info reached the command: $(cat "$WORK/out")"
+  note "REDLOCK_NODES with user info removed"
+
+  REDLOCK_PASSWORD=s3cret REDLOCK_NODES=$with_user run exec se --keep-secret-env -- sh -c "$SHOW_ENV"
+  expect_rc 0 "exec --keep-secret-env"
+  grep -qxF "pw=s3cret nodes=$with_user held=1" "$WORK/out" || fail "--keep-secret-env: $(cat "$WORK/out")"
+  # A wrapper that runs redlock again needs them, and gets them.
+  REDLOCK_PASSWORD=s3cret run --user alice exec se --keep-secret-env -- sh -c "\"$REDLOCK\" --user alice status --json se"
+  expect_rc 0 "redlock inside exec --keep-secret-env"
+  python3 -c 'import json,sys; assert json.load(open(sys.argv[1]))["held_by_quorum"]' "$WORK/out" ||
+    fail "status inside exec --keep-secret-env: $(cat "$WORK/out")"
+  note "--keep-secret-env keeps them"
+
+  # Nor through redlock's own /proc entries (the command is its child; the
+  # pattern is split so that redlock's command line does not hold it).
+  # shellcheck disable=SC2016
+  local peek='tr "\0" "\n" </proc/$PPID/environ | grep -c s3c""ret; tr "\0" " " </proc/$PPID/cmdline | grep -c s3c""ret; true'
+  REDLOCK_PASSWORD=s3cret REDLOCK_NODES=$with_pw run exec se -- sh -c "$peek"
+  expect_rc 0 "exec reading its parent's environ"
+  [ "$(tr '\n' ' ' <"$WORK/out")" = "0 0 " ] || fail "the secret is readable in /proc/PPID: $(cat "$WORK/out")"
+  REDLOCK_NODES=$plain run -n "$with_pw" exec se -- sh -c "$peek"
+  expect_rc 0 "exec with a password in --nodes"
+  [ "$(tr '\n' ' ' <"$WORK/out")" = "0 0 " ] || fail "the --nodes password is readable in /proc/PPID: $(cat "$WORK/out")"
+  note "the secrets are gone from redlock's /proc/PID/environ and cmdline too"
+}
+
+# A password on the command line (visible in ps) and a TLS key that others
+# can read are warned about, once.
+case_secret_warn() {
+  rig_up --acl-user alice --acl-pass s3cret
+  local with_pw=${REDLOCK_NODES//redis:\/\//redis://alice:s3cret@}
+  run -n "$with_pw" status sw
+  expect_rc 0 "status with a password in --nodes"
+  [ "$(grep -c 'warning' "$WORK/err")" = 1 ] || fail "expected one warning: $(cat "$WORK/err")"
+  grep -q "^redlock: warning: --nodes: .*password.*ps" "$WORK/err" || fail "warning text: $(cat "$WORK/err")"
+  grep -q s3cret "$WORK/err" && fail "the warning quotes the password: $(cat "$WORK/err")"
+  REDLOCK_NODES=$with_pw run status sw
+  expect_rc 0 "status with a password in REDLOCK_NODES"
+  [ ! -s "$WORK/err" ] || fail "a password in the environment is not on the command line: $(cat "$WORK/err")"
+  REDLOCK_PASSWORD=s3cret run -n "${REDLOCK_NODES//redis:\/\//redis://alice@}" status sw
+  expect_rc 0 "status with a user in --nodes"
+  [ ! -s "$WORK/err" ] || fail "a user without a password was warned about: $(cat "$WORK/err")"
+  note "a password in --nodes: one warning, the password not quoted"
+
+  openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -days 1 \
+    -subj /CN=redlock-test -keyout "$WORK/key.pem" -out "$WORK/cert.pem" 2>/dev/null || fail "openssl"
+  for mode in 640 604 644; do
+    chmod "$mode" "$WORK/key.pem"
+    REDLOCK_PASSWORD=s3cret run --user alice --tls-cert "$WORK/cert.pem" --tls-key "$WORK/key.pem" status sw
+    expect_rc 0 "status with a key of mode $mode"
+    [ "$(grep -c "warning: --tls-key: .*key.pem.*readable" "$WORK/err")" = 1 ] ||
+      fail "key mode $mode: expected one warning: $(cat "$WORK/err")"
+  done
+  chmod 600 "$WORK/key.pem"
+  REDLOCK_PASSWORD=s3cret run --user alice --tls-cert "$WORK/cert.pem" --tls-key "$WORK/key.pem" status sw
+  expect_rc 0 "status with a key of mode 600"
+  [ ! -s "$WORK/err" ] || fail "mode 600 key warned: $(cat "$WORK/err")"
+  note "a TLS key readable by group or others: one warning; 600: none"
+}
+
+# What came from a server reaches the terminal escaped: no control byte, no
+# byte that is not UTF-8, no C1 control.
+ESC_FIELD=$'\e]0;owned\a\e[31mEVIL'
+expect_clean() {
+  python3 - "$@" <<'PYEOF' || fail "control bytes in the output of $1"
+import re, sys
+for path in sys.argv[2:]:
+    data = open(path, "rb").read()
+    bad = re.search(rb"[\x00-\x09\x0b-\x1f\x7f]", data)
+    assert not bad, "%s: control byte %r at %d: %r" % (path, bad.group(), bad.start(), data)
+    text = data.decode("utf-8")  # raises on bytes that are not UTF-8
+    assert not re.search("[\x80-\x9f]", text), "%s: C1 control: %r" % (path, data)
+PYEOF
+}
+
+case_escape() {
+  rig_up
+  for p in $PORTS; do
+    redis-cli -p "$p" HSET esc "$ESC_FIELD" 1 >/dev/null
+    redis-cli -p "$p" PEXPIRE esc 60000 >/dev/null
+    redis-cli -p "$p" HSET esc2 $'\xff\xfe\xc2\x9b2Jbad' 1 >/dev/null
+    redis-cli -p "$p" PEXPIRE esc2 60000 >/dev/null
+  done
+  run status esc
+  expect_rc 0 "status of a lock with a hostile field"
+  expect_clean "status esc" "$WORK/out" "$WORK/err"
+  grep -qF '\x1b]0;owned\x07\x1b[31mEVIL' "$WORK/out" || fail "the field is not shown escaped: $(cat -v "$WORK/out")"
+  run status esc2
+  expect_rc 0 "status of a lock with a field that is not UTF-8"
+  expect_clean "status esc2" "$WORK/out" "$WORK/err"
+  grep -qF '\xff\xfe\xc2\x9b2Jbad' "$WORK/out" || fail "the field is not shown escaped: $(cat -v "$WORK/out")"
+  note "status escapes the holder field"
+
+  run status --json esc
+  expect_rc 0 "status --json esc"
+  expect_clean "status --json esc" "$WORK/out"
+  python3 - "$WORK/out" "$ESC_FIELD" <<'PYEOF' || fail "JSON holder: $(cat -v "$WORK/out")"
+import json, sys
+s = json.load(open(sys.argv[1], encoding="utf-8"))
+assert s["holder"] == sys.argv[2], s
+PYEOF
+  run status --json esc2
+  expect_rc 0 "status --json esc2"
+  expect_clean "status --json esc2" "$WORK/out"
+  python3 -c 'import json,sys; json.load(open(sys.argv[1], encoding="utf-8"))' "$WORK/out" ||
+    fail "status --json esc2 is not valid JSON: $(cat -v "$WORK/out")"
+  note "status --json stays valid UTF-8 JSON"
+
+  run unlock $'\e[2Jname' --force
+  expect_rc 0 "unlock of a name with control bytes"
+  expect_clean "unlock" "$WORK/out" "$WORK/err"
+  note "unlock escapes the name"
+
+  # A server whose replies are errors full of control sequences.
+  python3 "$CLI_DIR/evil_server.py" "$WORK/evil.port" &
+  local evil_pid=$!
+  bg_add "$evil_pid"
+  wait_file "$WORK/evil.port" 10 || fail "the evil server did not start"
+  local evil="redis://127.0.0.1:$(cat "$WORK/evil.port")"
+  run -vv -n "$evil" exec ev --wait 0 --unavailable-timeout 500 -- touch "$WORK/ran"
+  [ "$RC" != 0 ] || fail "exec against the evil server succeeded"
+  [ ! -e "$WORK/ran" ] || fail "the command ran"
+  grep -q EVIL "$WORK/err" || fail "the server's message is not shown: $(cat -v "$WORK/err")"
+  expect_clean "exec against the evil server" "$WORK/out" "$WORK/err"
+  run -n "$evil" status ev
+  grep -q EVIL "$WORK/out" "$WORK/err" || fail "status: the server's message is not shown: $(cat -v "$WORK/out")"
+  expect_clean "status against the evil server" "$WORK/out" "$WORK/err"
+  run -n "$evil" --json status ev
+  expect_clean "status --json against the evil server" "$WORK/out" "$WORK/err"
+  python3 -c 'import json,sys; json.load(open(sys.argv[1], encoding="utf-8"))' "$WORK/out" ||
+    fail "status --json against the evil server: $(cat -v "$WORK/out")"
+  run -n "$evil" unlock ev --force
+  expect_clean "unlock against the evil server" "$WORK/out" "$WORK/err"
+  kill "$evil_pid" 2>/dev/null || true
+  wait "$evil_pid" 2>/dev/null || true
+  note "a server's error text is escaped on stderr and in JSON"
+}
+
+# ---- flock(1) habits ---------------------------------------------------------
+
+case_flock() {
+  rig_up
+  run exec fl -c 'echo "c:$REDLOCK_NAME:$REDLOCK_HELD"; exit 4'
+  expect_rc 4 "exec -c"
+  grep -qx "c:fl:1" "$WORK/out" || fail "-c: $(cat "$WORK/out")"
+  run exec fl --command='echo "$0"'
+  expect_rc 0 "exec --command"
+  grep -qx "/bin/sh" "$WORK/out" || fail "--command does not run /bin/sh: $(cat "$WORK/out")"
+  note "-c/--command runs /bin/sh -c STRING; REDLOCK_HELD=1"
+
+  write_trap_child
+  "$REDLOCK" exec fl -- "$WORK/child.sh" "$WORK" 2>"$WORK/first.err" &
+  first=$!
+  bg_add "$first"
+  wait_file "$WORK/started" 20 || fail "first exec did not start its command"
+  for args in "-N" "--nonblock" "-w 0" "--wait=0s"; do
+    t0=$(now_ms)
+    # shellcheck disable=SC2086
+    run exec fl $args -- touch "$WORK/second-ran"
+    t=$(($(now_ms) - t0))
+    expect_rc 75 "busy lock, $args"
+    [ "$t" -lt 2000 ] || fail "$args waited $t ms"
+  done
+  run exec fl -N -E 3 -- touch "$WORK/second-ran"
+  expect_rc 3 "-N -E 3 on a busy lock"
+  run exec fl --conflict-exit-code 0 --nonblock -- touch "$WORK/second-ran"
+  expect_rc 0 "--conflict-exit-code 0 on a busy lock"
+  [ ! -e "$WORK/second-ran" ] || fail "the second command ran without the lock"
+  note "-N/--nonblock and -E/--conflict-exit-code"
+
+  for spec in "600ms 550 3000" "1.5s 1450 4000" "0.01m 550 3000"; do
+    set -- $spec
+    t0=$(now_ms)
+    run exec fl -w "$1" -E 9 -- touch "$WORK/second-ran"
+    t=$(($(now_ms) - t0))
+    expect_rc 9 "busy lock, -w $1 -E 9"
+    [ "$t" -ge "$2" ] && [ "$t" -lt "$3" ] || fail "-w $1 gave up after $t ms"
+  done
+  note "-w takes units (600ms, 1.5s, 0.01m)"
+
+  # -v: how long it waited and on which nodes. The holder ends in ~1 s.
+  (sleep 1; touch "$WORK/stop") &
+  bg_add "$!"
+  run -v exec fl -w 20s -- true
+  expect_rc 0 "-v exec after a wait"
+  grep -Eq "^redlock: fl: acquired after [0-9]+ ms" "$WORK/err" || fail "-v: $(cat "$WORK/err")"
+  waited=$(sed -n 's/.*acquired after \([0-9]*\) ms.*/\1/p' "$WORK/err")
+  [ "$waited" -ge 500 ] || fail "-v says it waited $waited ms, the holder held it ~1 s"
+  granted=0
+  for p in $PORTS; do grep "acquired after" "$WORK/err" | grep -q "127.0.0.1:$p\b" && granted=$((granted + 1)); done
+  [ "$granted" -ge 3 ] || fail "-v names $granted granting nodes: $(cat "$WORK/err")"
+  wait_pid "$first" 20 || fail "first exec did not end"
+  note "-v: waited $waited ms, names $granted nodes"
+
+  # Durations everywhere.
+  run exec fl --lease 1.5s -- sh -c 'echo "$REDLOCK_VALIDITY_MS"'
+  expect_rc 0 "--lease 1.5s"
+  v=$(cat "$WORK/out")
+  [ "$v" -gt 1000 ] && [ "$v" -le 1500 ] || fail "--lease 1.5s: REDLOCK_VALIDITY_MS=$v"
+  run exec fl --lease 2m -- sh -c 'echo "$REDLOCK_VALIDITY_MS"'
+  v=$(cat "$WORK/out")
+  [ "$v" -gt 100000 ] && [ "$v" -le 120000 ] || fail "--lease 2m: REDLOCK_VALIDITY_MS=$v"
+  run exec fl --lease 2500 -- sh -c 'echo "$REDLOCK_VALIDITY_MS"'
+  v=$(cat "$WORK/out")
+  [ "$v" -gt 2000 ] && [ "$v" -le 2500 ] || fail "--lease 2500 (bare milliseconds): REDLOCK_VALIDITY_MS=$v"
+  run --watchdog-lease 1.2s exec fl -- sh -c 'echo "$REDLOCK_VALIDITY_MS"'
+  v=$(cat "$WORK/out")
+  [ "$v" -gt 700 ] && [ "$v" -le 1200 ] || fail "--watchdog-lease 1.2s: REDLOCK_VALIDITY_MS=$v"
+  rm -f "$WORK/got" "$WORK/started" "$WORK/stop"
+  t0=$(now_ms)
+  run exec fl --lease 0.5s --grace 0.2s -- sh -c 'trap "" TERM; sleep 10'
+  t=$(($(now_ms) - t0))
+  expect_rc 76 "--lease 0.5s --grace 0.2s"
+  [ "$t" -lt 3000 ] || fail "--grace 0.2s: SIGKILL came after $t ms"
+  run --timeout 200ms --connect-timeout 1s exec fl --unavailable-timeout 5s -- true
+  expect_rc 0 "--timeout/--connect-timeout/--unavailable-timeout with units"
+  note "--lease, --watchdog-lease, --grace, --timeout, --connect-timeout, --unavailable-timeout take units"
+}
+
+# ---- configuration ------------------------------------------------------------
+
+# The node count and quorum `status --json` reports.
+nodes_quorum() {
+  python3 -c 'import json,sys; s=json.load(open(sys.argv[1])); print(len(s["nodes"]), s["quorum"])' "$WORK/out"
+}
+
+case_config() {
+  rig_up --acl-user alice --acl-pass s3cret
+  local all=$REDLOCK_NODES three two
+  three=$(echo "$all" | cut -d, -f1-3)
+  two=$(echo "$all" | cut -d, -f1-2)
+  unset REDLOCK_NODES REDLOCK_CONFIG
+  export HOME=$WORK/home XDG_CONFIG_HOME=$WORK/xdg
+  mkdir -p "$HOME/.config/redlock" "$XDG_CONFIG_HOME/redlock" "$WORK/etc"
+  printf 's3cret\n' >"$WORK/pw"
+  chmod 600 "$WORK/pw"
+  printf 'wrong\n' >"$WORK/wrongpw"
+  chmod 600 "$WORK/wrongpw"
+  cat >"$WORK/five.conf" <<CONF
+# every key, blank lines and comments
+nodes = $all
+
+user = alice
+password_file = $WORK/pw
+   quorum=all
+CONF
+  printf 'nodes = %s\nuser = alice\npassword_file = %s\n' "$three" "$WORK/pw" >"$WORK/three.conf"
+  printf 'nodes = %s\nuser = alice\npassword_file = %s\n' "$two" "$WORK/pw" >"$HOME/.config/redlock/config"
+
+  run --config "$WORK/five.conf" status --json cf
+  expect_rc 0 "--config"
+  [ "$(nodes_quorum)" = "5 5" ] || fail "--config: $(nodes_quorum)"
+  REDLOCK_CONFIG=$WORK/three.conf run status --json cf
+  expect_rc 0 "REDLOCK_CONFIG"
+  [ "$(nodes_quorum)" = "3 2" ] || fail "REDLOCK_CONFIG: $(nodes_quorum)"
+  REDLOCK_CONFIG=$WORK/three.conf run --config "$WORK/five.conf" status --json cf
+  [ "$(nodes_quorum)" = "5 5" ] || fail "--config must beat REDLOCK_CONFIG: $(nodes_quorum)"
+  XDG_CONFIG_HOME= run status --json cf
+  expect_rc 0 "~/.config/redlock/config"
+  [ "$(nodes_quorum)" = "2 2" ] || fail "~/.config/redlock/config: $(nodes_quorum)"
+  cp "$WORK/three.conf" "$XDG_CONFIG_HOME/redlock/config"
+  run status --json cf
+  expect_rc 0 "\$XDG_CONFIG_HOME/redlock/config"
+  [ "$(nodes_quorum)" = "3 2" ] || fail "XDG_CONFIG_HOME must beat ~/.config: $(nodes_quorum)"
+  REDLOCK_CONFIG=$WORK/five.conf run status --json cf
+  [ "$(nodes_quorum)" = "5 5" ] || fail "REDLOCK_CONFIG must beat XDG_CONFIG_HOME: $(nodes_quorum)"
+  note "which file: --config > \$REDLOCK_CONFIG > \$XDG_CONFIG_HOME > ~/.config"
+
+  # command line > environment > config file.
+  REDLOCK_NODES=$three run --config "$WORK/five.conf" status --json cf
+  [ "$(nodes_quorum)" = "3 3" ] || fail "REDLOCK_NODES must beat the config's nodes: $(nodes_quorum)"
+  REDLOCK_NODES=$three run --config "$WORK/five.conf" -n "$two" -q 1 status --json cf
+  [ "$(nodes_quorum)" = "2 1" ] || fail "--nodes/-q must beat REDLOCK_NODES/quorum: $(nodes_quorum)"
+  note "nodes, quorum: command line > environment > config"
+
+  printf 'nodes = %s\nuser = alice\npassword_file = %s\n' "$all" "$WORK/wrongpw" >"$WORK/wrong.conf"
+  run --config "$WORK/wrong.conf" exec cf -- true
+  expect_rc 77 "password_file with the wrong password"
+  REDLOCK_PASSWORD=s3cret run --config "$WORK/wrong.conf" exec cf -- true
+  expect_rc 0 "REDLOCK_PASSWORD must beat password_file"
+  REDLOCK_PASSWORD=wrong run --config "$WORK/five.conf" exec cf -- true
+  expect_rc 77 "REDLOCK_PASSWORD must beat password_file (wrong one)"
+  REDLOCK_PASSWORD=wrong run --config "$WORK/wrong.conf" --password-file "$WORK/pw" exec cf -- true
+  expect_rc 0 "--password-file must beat REDLOCK_PASSWORD"
+  run -n "$all" --user alice --password-file "$WORK/pw" --config /dev/null exec cf -- true
+  expect_rc 0 "--password-file alone"
+  printf 'nodes = %s\npassword_file = %s\nuser = bob\n' "$all" "$WORK/pw" >"$WORK/bob.conf"
+  run --config "$WORK/bob.conf" --user alice exec cf -- true
+  expect_rc 0 "--user must beat the config's user"
+  note "password: --password-file > REDLOCK_PASSWORD > password_file; --user > user"
+
+  # wait and lease: defaults for exec, overridden by the command line.
+  printf 'nodes = %s\nuser = alice\npassword_file = pw\nwait = 0\nlease = 1.5s\n' "$all" >"$WORK/wl.conf"
+  run --config "$WORK/wl.conf" exec cf -- sh -c 'echo "$REDLOCK_VALIDITY_MS"'
+  expect_rc 0 "lease from the config (and a password_file relative to the config)"
+  v=$(cat "$WORK/out")
+  [ "$v" -gt 1000 ] && [ "$v" -le 1500 ] || fail "lease = 1.5s: REDLOCK_VALIDITY_MS=$v"
+  run --config "$WORK/wl.conf" exec cf --lease watchdog -- sh -c 'echo "$REDLOCK_VALIDITY_MS"'
+  v=$(cat "$WORK/out")
+  [ "$v" -gt 20000 ] || fail "--lease watchdog must beat lease =: REDLOCK_VALIDITY_MS=$v"
+  write_trap_child
+  REDLOCK_PASSWORD=s3cret "$REDLOCK" --config "$WORK/wl.conf" exec cf --lease watchdog -- "$WORK/child.sh" "$WORK" 2>"$WORK/first.err" &
+  first=$!
+  bg_add "$first"
+  wait_file "$WORK/started" 20 || fail "first exec did not start its command: $(cat "$WORK/first.err")"
+  t0=$(now_ms)
+  run --config "$WORK/wl.conf" exec cf -- touch "$WORK/ran"
+  t=$(($(now_ms) - t0))
+  expect_rc 75 "wait = 0 from the config"
+  [ "$t" -lt 2000 ] || fail "wait = 0 waited $t ms"
+  t0=$(now_ms)
+  run --config "$WORK/wl.conf" exec cf -w 700ms -- touch "$WORK/ran"
+  t=$(($(now_ms) - t0))
+  expect_rc 75 "-w 700ms over wait = 0"
+  [ "$t" -ge 650 ] || fail "-w 700ms must beat wait = 0: gave up after $t ms"
+  (sleep 1; touch "$WORK/stop") &
+  bg_add "$!"
+  run --config "$WORK/wl.conf" exec cf --wait forever -- touch "$WORK/ran"
+  expect_rc 0 "--wait forever over wait = 0"
+  [ -e "$WORK/ran" ] || fail "the command did not run"
+  wait_pid "$first" 20 || fail "first exec did not end"
+  note "wait and lease from the config; -w, --wait forever and --lease watchdog override them"
+
+  # Mistakes in the file: usage errors that name the file and line.
+  while IFS='|' read -r want text; do
+    printf '%b' "$text" >"$WORK/bad.conf"
+    run --config "$WORK/bad.conf" status x
+    expect_rc 64 "config '$text'"
+    expect_one_error_line "config '$text'"
+    grep -q -- "$want" "$WORK/err" || fail "config '$text': error does not mention '$want': $(cat "$WORK/err")"
+  done <<CONF
+bad.conf:2: unknown key 'nodez'|# x\nnodez = redis://h\n
+bad.conf:1: .*password_file|password = hunter2\n
+bad.conf:1: expected 'key = value'|nodes\n
+bad.conf:1: empty value|nodes =\n
+bad.conf:1: .*wait|wait = soon\n
+bad.conf:1: .*lease|lease = 0\n
+bad.conf:1: .*quorum|quorum = most\n
+bad.conf:1: .*NUL|nodes = a\0b\n
+password_file|nodes = $all\nuser = alice\npassword_file = $WORK/nope\n
+CONF
+  grep -q hunter2 "$WORK/err" && fail "the error quotes the password"
+  printf '\n' >"$WORK/empty-pw"
+  printf 'nodes = %s\nuser = alice\npassword_file = %s\n' "$all" "$WORK/empty-pw" >"$WORK/bad.conf"
+  run --config "$WORK/bad.conf" status x
+  expect_rc 64 "an empty password file"
+  note "mistakes in the file: exit 64, FILE:LINE"
+
+  # TLS keys, relative to the config's directory.
+  "$RIG" stop --dir "$RIG_DIR" >/dev/null
+  rm -rf "$RIG_DIR"
+  rig_up --tls
+  local tls=${REDLOCK_NODES//redis:\/\//rediss:\/\/}
+  unset REDLOCK_NODES
+  mkdir -p "$WORK/tlsconf"
+  cp "$RIG_DIR/tls/ca.crt" "$RIG_DIR/tls/client.crt" "$RIG_DIR/tls/client.key" "$WORK/tlsconf/"
+  chmod 600 "$WORK/tlsconf/client.key"
+  printf 'nodes = %s\ntls_ca = ca.crt\ntls_cert = client.crt\ntls_key = %s\ntls_server_name = localhost\n' \
+    "$tls" "$WORK/tlsconf/client.key" >"$WORK/tlsconf/config"
+  run --config "$WORK/tlsconf/config" exec cf -- true
+  expect_rc 0 "TLS from the config: $(cat "$WORK/err")"
+  [ ! -s "$WORK/err" ] || fail "TLS from the config: $(cat "$WORK/err")"
+  run --config "$WORK/tlsconf/config" --tls-server-name not-the-server exec cf --wait 1s -- true
+  expect_rc 77 "--tls-server-name must beat tls_server_name"
+  chmod 644 "$WORK/tlsconf/client.key"
+  run --config "$WORK/tlsconf/config" exec cf -- true
+  expect_rc 0 "TLS from the config, key readable by others"
+  grep -q "warning: .*client.key.*readable" "$WORK/err" || fail "no warning for the config's key: $(cat "$WORK/err")"
+  note "tls_ca/tls_cert/tls_key/tls_server_name from the config, relative to it"
+}
+
+# No nodes configured: exit 64 naming the ways to configure them; nothing
+# is contacted (there used to be a silent default of 127.0.0.1:7001-7005).
+case_nodefault() {
+  [ ! -e /etc/redlock/config ] ||
+    fail "this machine has /etc/redlock/config: the test needs a machine without one"
+  unset REDLOCK_NODES REDLOCK_CONFIG
+  export HOME=$WORK/home XDG_CONFIG_HOME=$WORK/xdg
+  for args in "status x" "unlock x --force" "exec x -- touch $WORK/ran" "-q 1 exec x -c true"; do
+    # shellcheck disable=SC2086
+    run $args
+    expect_rc 64 "redlock $args without nodes"
+    expect_one_error_line "redlock $args without nodes"
+    for w in --nodes REDLOCK_NODES --config REDLOCK_CONFIG "$XDG_CONFIG_HOME/redlock/config" /etc/redlock/config; do
+      grep -qF -- "$w" "$WORK/err" || fail "redlock $args: the message does not name $w: $(cat "$WORK/err")"
+    done
+  done
+  [ ! -e "$WORK/ran" ] || fail "the command ran"
+  # An empty $REDLOCK_NODES is no nodes either, and so is a config without them.
+  printf 'quorum = 2\n' >"$WORK/q.conf"
+  REDLOCK_NODES= run --config "$WORK/q.conf" status x
+  expect_rc 64 "a config without nodes"
+  grep -q "no nodes" "$WORK/err" || fail "$(cat "$WORK/err")"
+  # The rig and the demo need no nodes.
+  run rig status --base-port 1
+  [ "$RC" != 64 ] || fail "rig status wants nodes: $(cat "$WORK/err")"
+  note "no nodes configured: exit 64 naming --nodes, REDLOCK_NODES and the config files"
+}
+
 # The man page documents every option the help texts list.
 case_manpage() {
   [ -f "$MAN_PAGE" ] || fail "no man page at $MAN_PAGE"
@@ -593,6 +1051,22 @@ case_manpage() {
     done
   done
   [ -z "$missing" ] || fail "options missing from the man page:$missing"
+  # Short options: "-x, --long" in a help text is "-x, --long" in the page.
+  for c in "" exec; do
+    # shellcheck disable=SC2086
+    for o in $("$REDLOCK" $c --help | grep -oE -- '-[A-Za-z], --[a-z][a-z-]+' | tr ' ' '_'); do
+      grep -qF -- "${o//_/ }" "$WORK/man.txt" || missing="$missing ${o//_/ }"
+    done
+  done
+  grep -qF -- "-V, --version" "$WORK/man.txt" || missing="$missing -V"
+  [ -z "$missing" ] || fail "short options missing from the man page:$missing"
+  # The configuration file: every key, the places, the precedence.
+  for k in nodes tls_ca tls_cert tls_key tls_server_name user password_file wait lease quorum \
+    REDLOCK_CONFIG XDG_CONFIG_HOME /etc/redlock/config --keep-secret-env REDLOCK_HELD; do
+    grep -qF -- "$k" "$WORK/man.txt" || missing="$missing $k"
+  done
+  [ -z "$missing" ] || fail "configuration missing from the man page:$missing"
+  grep -q "command line beats the" "$WORK/man.txt" || fail "the man page does not state the precedence"
   for code in 64 69 70 75 76 77 78; do
     grep -q "$code" "$WORK/man.txt" || fail "exit status $code missing from the man page"
   done

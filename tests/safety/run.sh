@@ -10,8 +10,8 @@
 #          [--seconds S] [--workers W] [--keep]
 #
 # Nemeses: none freeze1 freeze2 freeze3 kill_aof aof_freeze kill_nopersist
-# netem clock clock_far pause_holder soak. REDLOCK_SAFETY_SECONDS overrides the duration (default
-# 25 s, soak 60 s). Exit status: 0 pass, 1 violation or failed check, 77
+# netem clock clock_far pause_holder soak. REDLOCK_SAFETY_SECONDS overrides
+# the duration (default 25 s, soak 60 s). Exit status: 0 pass, 1 violation or failed check, 77
 # skipped (netem without CAP_NET_ADMIN), 2 harness error.
 set -euo pipefail
 
@@ -245,8 +245,10 @@ case "$nemesis" in
                  --hold-max-ms 300 --long-hold-ms 3000 --wait-max-ms 1000);;
   # Workers keep wanting a name until they get it (--stick), so that the
   # lockout around each majority freeze is measured from the first attempt.
-  aof_freeze) wargs+=(--mode mixed --lease-ms 2000 --hold-min-ms 5 --hold-max-ms 300
-                      --long-hold-ms 2500 --wait-max-ms 600 --stick);;
+  # Leases (5 s) outlast the freezes (1-2 s): a release that the frozen
+  # nodes missed must be delivered after the thaw, not hidden by expiry.
+  aof_freeze) wargs+=(--mode mixed --lease-ms 5000 --watchdog-lease-ms 5000 --hold-min-ms 5
+                      --hold-max-ms 300 --long-hold-ms 2500 --wait-max-ms 600 --stick);;
   *) wargs+=(--mode mixed --lease-ms 2000 --hold-min-ms 5 --hold-max-ms 300 --long-hold-ms 2500
              --wait-max-ms 600);;
 esac
@@ -296,7 +298,7 @@ freeze_loop() {
     event freeze_done $set
     sleep_ms "$(rand_ms "$on_lo" "$on_hi")"
     event thaw_begin $set
-    for i in $set; do rig_do thaw "$i"; done
+    for i in $set; do rig_do thaw "$i"; event thawed "$i"; done
     event thaw_done $set
     sleep_ms "$(rand_ms "$off_lo" "$off_hi")"
   done
@@ -390,7 +392,7 @@ vary_links() {
 # lock back within about a node timeout plus a retry delay.
 aof_freeze_loop() {
   local n=0 set i
-  while [ "$(time_left)" -gt 6 ] && [ $n -lt 1000 ]; do
+  while [ "$(time_left)" -gt 5 ] && [ $n -lt 1000 ]; do
     n=$((n + 1))
     sleep_ms "$(rand_ms 300 1000)"
     set=$(pick_nodes "$(rand_ms 1 2)")
@@ -400,12 +402,15 @@ aof_freeze_loop() {
     event restart_done $set
     sleep_ms "$(rand_ms 300 1000)"
     set=$(pick_nodes 3)
+    # The three in parallel, so that the freeze starts and ends sharply.
     event freeze_begin $set
-    for i in $set; do rig_do freeze "$i"; done
+    for i in $set; do rig_do freeze "$i" & done
+    wait_for_jobs
     event freeze_done $set
     sleep_ms "$(rand_ms 1000 2000)"
     event thaw_begin $set
-    for i in $set; do rig_do thaw "$i"; done
+    for i in $set; do { rig_do thaw "$i"; event thawed "$i"; } & done
+    wait_for_jobs
     event thaw_done $set
     sleep_ms "$(rand_ms 1000 2000)"
   done

@@ -25,7 +25,9 @@
 #include <string.h>
 
 #include "core/util.h"
+#include "lock/hold.h"
 #include "lock/internal.h"
+#include "lock/watchdog.h"
 #include "redlock/redlock.h"
 #include "transport/reader.h"
 

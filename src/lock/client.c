@@ -127,6 +127,31 @@ static int setup_nodes(redlock_client *c, const char *const *uris, const redlock
     return REDLOCK_OK;
 }
 
+/* Looks every host up once, here, outside every mutex; later lookups
+ * happen in the background (transport/resolve.c). */
+static int resolve_nodes(redlock_client *c)
+{
+    const char *hosts[REDLOCK__MAX_NODES];
+    int ports[REDLOCK__MAX_NODES];
+    size_t i;
+
+    for (i = 0; i < c->n_nodes; i++) {
+        int tcp = c->nodes[i].uri.kind != REDLOCK__NODE_UNIX;
+
+        hosts[i] = tcp ? c->nodes[i].uri.host : NULL;
+        ports[i] = c->nodes[i].uri.port;
+    }
+    if (redlock__resolver_init(&c->resolver, hosts, ports, c->n_nodes) != 0)
+        return redlock__fail(REDLOCK_ENOMEM, "out of memory");
+    for (i = 0; i < c->n_nodes; i++) {
+        if (!hosts[i])
+            continue;
+        c->nodes[i].addrs = &c->resolver.addrs[i];
+        c->nodes[i].resolver = &c->resolver;
+    }
+    return REDLOCK_OK;
+}
+
 static void client_destroy(redlock_client *c)
 {
     size_t i;
@@ -139,6 +164,7 @@ static void client_destroy(redlock_client *c)
         redlock__pubsub_free(c->net.pubsub);
     if (c->net.node_failures)
         redlock__net_destroy(&c->net);
+    redlock__resolver_free(&c->resolver);
     for (i = 0; c->nodes && i < c->n_nodes; i++)
         redlock__uri_clear(&c->nodes[i].uri);
     free(c->nodes);
@@ -192,6 +218,8 @@ int redlock_client_new(redlock_client **out, const char *const *uris, size_t n_n
     if ((rc = client_alloc(&c, n_nodes, opts)) != REDLOCK_OK)
         return rc;
     if ((rc = setup_nodes(c, uris, opts ? opts : &(redlock_options){0})) != REDLOCK_OK)
+        goto fail;
+    if ((rc = resolve_nodes(c)) != REDLOCK_OK)
         goto fail;
     rc = redlock__net_init(&c->net, c->nodes, n_nodes, c->connect_timeout_ms);
     if (rc == REDLOCK_OK && !c->disable_pubsub)

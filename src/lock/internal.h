@@ -11,6 +11,7 @@
 #include "redlock/redlock.h"
 #include "transport/conn.h"
 #include "transport/net.h"
+#include "transport/resolve.h"
 #include "transport/transport.h"
 #include "lock/keys.h"
 #include "lock/retry.h"
@@ -36,6 +37,7 @@ struct redlock_client {
     redlock__node *nodes;
     struct ssl_ctx_st *ssl_ctx;
     redlock__net net;
+    redlock__resolver resolver;     /* host names, looked up off the hot path */
     redlock__transport tp;          /* net, or a fake in unit tests */
 
     /* Options, resolved to their defaults. */

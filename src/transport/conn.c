@@ -24,6 +24,7 @@
 #include "core/error.h"
 #include "resp/scripts.h"
 #include "transport/reader.h"
+#include "transport/resolve.h"
 #include "transport/transport.h"
 #include "transport/tls.h"
 
@@ -185,23 +186,29 @@ static int open_unix(redlock__conn *c)
     return conn_fail(c, REDLOCK_ECONNECT, "connect: %s", strerror(errno));
 }
 
+/* A failed connect may mean the name points elsewhere now. */
+static void refresh_addrs(redlock__conn *c)
+{
+    if (c->node->addrs)
+        redlock__addrs_refresh(c->node->resolver, c->node->addrs);
+}
+
 static int open_tcp(redlock__conn *c)
 {
-    struct addrinfo hints, *res = NULL, *ai;
-    char port[8];
-    int rc, saved = 0;
+    struct sockaddr_storage addr[REDLOCK__RESOLVE_MAX_ADDRS];
+    socklen_t len[REDLOCK__RESOLVE_MAX_ADDRS];
+    int n, i, gai = 0, saved = 0;
 
-    memset(&hints, 0, sizeof(hints));
-    hints.ai_family = AF_UNSPEC;
-    hints.ai_socktype = SOCK_STREAM;
-    snprintf(port, sizeof(port), "%d", c->node->uri.port);
-    /* getaddrinfo blocks on DNS; nodes are normally addresses or names in
-     * /etc/hosts, and the lookup happens only when (re)connecting. */
-    rc = getaddrinfo(c->node->uri.host, port, &hints, &res);
-    if (rc != 0)
-        return conn_fail(c, REDLOCK_ECONNECT, "resolve: %s", gai_strerror(rc));
-    for (ai = res; ai; ai = ai->ai_next) {
-        int fd = socket(ai->ai_family, ai->ai_socktype | SOCK_CLOEXEC, ai->ai_protocol);
+    /* Addresses resolved when the client was made (or since, in the
+     * background): connecting never waits on DNS. */
+    n = c->node->addrs ? redlock__addrs_get(c->node->addrs, addr, len, &gai) : 0;
+    if (n == 0) {
+        refresh_addrs(c);
+        return conn_fail(c, REDLOCK_ECONNECT, "resolve: %s (looked up again in the background)",
+                         gai ? gai_strerror(gai) : "no address");
+    }
+    for (i = 0; i < n; i++) {
+        int fd = socket(addr[i].ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
 
         if (fd < 0) {
             saved = errno;
@@ -212,16 +219,15 @@ static int open_tcp(redlock__conn *c)
             close(fd);
             continue;
         }
-        if (connect(fd, ai->ai_addr, ai->ai_addrlen) == 0 || errno == EINPROGRESS) {
+        if (connect(fd, (struct sockaddr *)&addr[i], len[i]) == 0 || errno == EINPROGRESS) {
             c->fd = fd;
             c->state = REDLOCK__CONN_CONNECTING;
-            freeaddrinfo(res);
             return REDLOCK_OK;
         }
         saved = errno;
         close(fd);
     }
-    freeaddrinfo(res);
+    refresh_addrs(c);
     return conn_fail(c, REDLOCK_ECONNECT, "connect: %s", strerror(saved));
 }
 
@@ -282,8 +288,10 @@ static int finish_connect(redlock__conn *c)
         err = errno;
     if (err == EINPROGRESS)
         return REDLOCK_OK;
-    if (err)
+    if (err) {
+        refresh_addrs(c);
         return conn_fail(c, REDLOCK_ECONNECT, "connect: %s", strerror(err));
+    }
     c->state = c->ssl ? REDLOCK__CONN_TLS_HANDSHAKE : REDLOCK__CONN_READY;
     return REDLOCK_OK;
 }

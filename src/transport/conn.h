@@ -29,6 +29,9 @@ typedef struct redlock__node {
     const char *tls_server_name;   /* SNI and verification name */
     int tls_verify;
     size_t max_reply_bytes;        /* unread reply data allowed (conn.c) */
+    /* TCP and TLS nodes: the host's addresses, and who refreshes them. */
+    struct redlock__addrs *addrs;
+    struct redlock__resolver *resolver;
 } redlock__node;
 
 typedef enum redlock__conn_state {

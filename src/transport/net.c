@@ -148,14 +148,16 @@ static int start_slot(slot *s, size_t bi, redlock__reply_fn fn, void *ud,
     return 0;
 }
 
-/* While a connection is still being set up (connect, TLS, AUTH/SELECT,
- * the script preloads) it gets the connect timeout; once ready, the
- * caller's (much shorter) request deadline applies. */
+/* While a connection is still being set up (connect, TLS, AUTH/SELECT)
+ * it gets the connect timeout; once ready, the caller's (much shorter)
+ * request deadline applies. The script preloads do not count as set-up:
+ * they cost the server well under a millisecond, and a node that accepts
+ * and never answers must still fail within the request deadline. */
 static int64_t slot_deadline(const slot *s, int connect_timeout_ms)
 {
     int64_t d = s->batch->deadline_ns;
 
-    if (s->conn->state != REDLOCK__CONN_READY || s->conn->handshake || s->conn->preload) {
+    if (s->conn->state != REDLOCK__CONN_READY || s->conn->handshake) {
         int64_t c = s->started + (int64_t)connect_timeout_ms * REDLOCK__NS_PER_MS;
         if (c > d)
             d = c;

@@ -89,3 +89,20 @@ const redlock_member_report *redlock__report_of(const redlock_lock *l)
 {
     return thread_report.lock == l ? thread_report.members : NULL;
 }
+
+/* The first member failure of the calling thread's last attempt through l,
+ * so a "no quorum" message also says why (e.g. "-LOADING"); "" if none. */
+const char *redlock__first_failure(const redlock_lock *l)
+{
+    const redlock_member_report *report = redlock__report_of(l);
+    size_t i;
+
+    for (i = 0; report && i < l->n; i++) {
+        const redlock_member_report *r = &report[i];
+
+        if ((r->outcome == REDLOCK_MEMBER_ERROR || r->outcome == REDLOCK_MEMBER_TIMEOUT) &&
+            r->message[0])
+            return r->message;
+    }
+    return "";
+}

@@ -23,4 +23,8 @@ redlock_member_report *redlock__report_begin(redlock_lock *l);
 /* The calling thread's report if its last call went through l, or NULL. */
 const redlock_member_report *redlock__report_of(const redlock_lock *l);
 
+/* The first member failure of the calling thread's last call through l,
+ * so a "no quorum" message also says why (e.g. "-LOADING"); "" if none. */
+const char *redlock__first_failure(const redlock_lock *l);
+
 #endif

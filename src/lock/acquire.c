@@ -1,0 +1,354 @@
+/*
+ * The acquire and its wait: attempts, release messages, the holder's TTL,
+ * jittered back-off after a lost race, cancel and the unavailable timeout,
+ * each a named step over one small state struct.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/error.h"
+#include "core/util.h"
+#include "lock/context.h"
+#include "lock/decide.h"
+#include "lock/hold.h"
+#include "lock/keys.h"
+#include "lock/quorum.h"
+#include "lock/watchdog.h"
+#include "lock/internal.h"
+
+static void record_latency(redlock_client *c, int64_t ns)
+{
+    int64_t us = ns / 1000;
+    int b = 0;
+
+    while (us > 1 && b < REDLOCK_LATENCY_BUCKETS - 1) {
+        us >>= 1;
+        b++;
+    }
+    redlock__stat_add(&c->stats.acquire_latency_us[b], 1);
+}
+
+static void hold_acquired(redlock_lock *l, uint64_t owner, const char *field,
+                          int64_t lease_ms, int watchdog,
+                          const redlock__attempt_result *res)
+{
+    redlock_client *c = l->client;
+    int listed;
+
+    pthread_mutex_lock(&l->mu);
+    listed = redlock__hold_record(l, owner, field, lease_ms, watchdog, res,
+                                  c->tp.ops->now_ns(c->tp.ctx));
+    pthread_mutex_unlock(&l->mu);
+    if (listed)
+        redlock__watchdog_add(l);
+    redlock__stat_add(&c->stats.acquired, 1);
+}
+
+/* Waiting is bounded by the caller's deadline; between attempts a waiter
+ * sleeps until a release message, the holder's TTL, or a random delay. */
+static int64_t next_try(redlock_client *c, int rc, const redlock__attempt_result *res,
+                        int64_t now)
+{
+    int64_t delay_ms = 1 + (int64_t)redlock__rand_below((uint64_t)c->retry_delay_ms);
+
+    if (rc == REDLOCK_EBUSY && res->min_pttl_ms >= 0) {
+        /* The holder's TTL: a release message usually comes first. */
+        int64_t ttl = res->min_pttl_ms + 1;
+
+        if (c->disable_pubsub || ttl < delay_ms)
+            return now + (c->disable_pubsub && ttl > delay_ms ? delay_ms : ttl) *
+                             REDLOCK__NS_PER_MS;
+        return now + ttl * REDLOCK__NS_PER_MS;
+    }
+    return now + delay_ms * REDLOCK__NS_PER_MS;
+}
+
+static void *watch_members(redlock_lock *l, int64_t deadline)
+{
+    const char *names[REDLOCK__MAX_NODES];
+    size_t nodes[REDLOCK__MAX_NODES], i;
+
+    for (i = 0; i < l->n; i++) {
+        names[i] = l->members[i].name;
+        nodes[i] = l->members[i].node;
+    }
+    return l->client->tp.ops->watch(l->client->tp.ctx, names, nodes, l->n, deadline);
+}
+
+/*
+ * Losing the race that a release started means other waiters were woken by
+ * the same release (and with several members the vote may have split); all
+ * of them going again at once loses again. After such a loss a waiter backs
+ * off a random slice of a few attempt durations, doubling per loss in a
+ * row, so one of them goes first. A lone waiter never loses that race and
+ * never waits.
+ */
+static int64_t backoff_until(int64_t now, int64_t attempt_ns, int losses, int64_t deadline)
+{
+    int64_t span = attempt_ns << (losses < 6 ? losses : 6);
+    int64_t until = now + (int64_t)redlock__rand_below((uint64_t)(span > 0 ? span : 1));
+
+    return until < deadline ? until : deadline;
+}
+
+/*
+ * A lease must outlast the drift plus two node timeouts: otherwise no grant
+ * can come back valid, and every attempt would be granted, aborted (its
+ * release message waking the same waiter) and tried again at once.
+ */
+static int check_lease(const redlock_client *c, int64_t lease_ms)
+{
+    int64_t timeout_ms = redlock__node_timeout_ns(c, lease_ms) / REDLOCK__NS_PER_MS;
+
+    if (redlock__lease_too_short(lease_ms, c->drift_factor, timeout_ms))
+        return redlock__fail(REDLOCK_EINVAL,
+                             "lease of %lld ms is too short: it must exceed the drift "
+                             "(%lld ms) plus two node timeouts (%lld ms)",
+                             (long long)lease_ms,
+                             (long long)redlock__drift_ms(lease_ms, c->drift_factor),
+                             (long long)(2 * timeout_ms));
+    return REDLOCK_OK;
+}
+
+/* Whether no quorum of this lock's members has been reachable for the
+ * client's unavailable timeout. The clock is the handle's, kept across
+ * calls, so an acquire that waits forever (or a caller that waits in
+ * slices) still ends on a broken node list; other locks, with other
+ * members, do not reset it. */
+static int unavailable_too_long(redlock_lock *l, int rc, int64_t now)
+{
+    int64_t since;
+
+    if (rc != REDLOCK_ENO_QUORUM) {
+        __atomic_store_n(&l->unavailable_since_ns, 0, __ATOMIC_RELAXED);
+        return 0;
+    }
+    since = __atomic_load_n(&l->unavailable_since_ns, __ATOMIC_RELAXED);
+    if (since == 0) {
+        __atomic_compare_exchange_n(&l->unavailable_since_ns, &since, now, 0,
+                                    __ATOMIC_RELAXED, __ATOMIC_RELAXED);
+        return 0;
+    }
+    return now - since >= l->client->unavailable_timeout_ms * REDLOCK__NS_PER_MS;
+}
+
+/* One acquire with its wait: the state its named steps share. */
+typedef struct acquire {
+    redlock_lock *l;
+    redlock_client *c;
+    uint64_t owner;
+    char field[64];
+    int64_t wait_ms, lease_ms;
+    int watchdog;            /* the lease is the watchdog's, renewed */
+    int64_t start_ns, deadline_ns;
+    redlock__attempt_result res; /* the last attempt's */
+    int64_t attempt_ns;      /* how long it took */
+    void *watch;             /* release messages, once subscribed */
+    int watched;             /* subscribing was tried (once) */
+    uint64_t seen;
+    int woken;               /* the last wait ended on a release message */
+    int losses;              /* races lost in a row (see backoff_until) */
+    int unavailable;         /* ended on the unavailable timeout */
+} acquire;
+
+static int64_t now_of(const acquire *a)
+{
+    return a->c->tp.ops->now_ns(a->c->tp.ctx);
+}
+
+/* Step: one attempt. A fresh acquire first waits for a tick cleaning up a
+ * lost hold of this lock, so the new hold comes after that clean-up. */
+static int attempt_once(acquire *a)
+{
+    redlock_lock *l = a->l;
+    int reentry, settle, rc;
+    int64_t before;
+
+    pthread_mutex_lock(&l->mu);
+    reentry = l->state == REDLOCK__HELD && l->owner == a->owner;
+    settle = l->state != REDLOCK__HELD;
+    pthread_mutex_unlock(&l->mu);
+    if (settle)
+        redlock__watchdog_settle(l);
+    before = now_of(a);
+    rc = redlock__attempt(l, a->field, a->lease_ms, reentry, &a->res);
+    a->attempt_ns = now_of(a) - before;
+    if (rc == REDLOCK_OK) {
+        hold_acquired(l, a->owner, a->field, a->lease_ms, a->watchdog, &a->res);
+        record_latency(a->c, now_of(a) - a->start_ns);
+    } else if (rc == REDLOCK_EBUSY) {
+        redlock__stat_add(&a->c->stats.busy, 1);
+    } else if (rc == REDLOCK_ENO_QUORUM) {
+        redlock__stat_add(&a->c->stats.no_quorum, 1);
+    }
+    return rc;
+}
+
+/* Step: after a failed attempt, whether the wait is over; *rc becomes the
+ * caller's answer if it is. */
+static int wait_is_over(acquire *a, int *rc)
+{
+    int64_t now = now_of(a);
+
+    /* Refusals for good (auth, TLS, config) that leave no quorum end
+     * here: the attempt already returned their code. */
+    if (!redlock__attempt_retryable(*rc))
+        return 1;
+    if (redlock__canceled(a->c)) {
+        *rc = REDLOCK_ECANCELED;
+        return 1;
+    }
+    if (unavailable_too_long(a->l, *rc, now)) {
+        a->unavailable = 1;
+        return 1;
+    }
+    if (a->wait_ms == 0 || now >= a->deadline_ns) {
+        *rc = redlock__wait_outcome(*rc, a->wait_ms);
+        return 1;
+    }
+    return 0;
+}
+
+/* Step: sleep until the next attempt is worth making: a release message,
+ * the holder's TTL, a random delay, or a back-off after a lost race.
+ * Returns REDLOCK_ECLOSED if the client is closing. */
+static int sleep_until_next(acquire *a, int rc)
+{
+    const redlock__transport_ops *ops = a->c->tp.ops;
+    int64_t now = now_of(a), until = next_try(a->c, rc, &a->res, now);
+
+    if (until > a->deadline_ns)
+        until = a->deadline_ns;
+    /* A grant that came back too late to be valid backs off like a lost
+     * race: its own abort's release message would wake it. */
+    if (rc == REDLOCK_ETIMEOUT) {
+        a->losses++;
+        a->woken = 0;
+        return ops->wait(a->c->tp.ctx, a->watch, &a->seen,
+                         backoff_until(now, a->attempt_ns, a->losses, a->deadline_ns));
+    }
+    a->losses = a->woken && rc == REDLOCK_EBUSY && a->l->n > 1 ? a->losses + 1 : 0;
+    rc = ops->wait(a->c->tp.ctx, a->watch, &a->seen, until);
+    a->woken = rc == REDLOCK_OK;
+    if (a->woken && a->losses > 0)
+        rc = ops->wait(a->c->tp.ctx, a->watch, &a->seen,
+                       backoff_until(now_of(a), a->attempt_ns, a->losses, a->deadline_ns));
+    return rc;
+}
+
+/* Step: the caller's answer, with its message. */
+static int finish(acquire *a, int rc)
+{
+    redlock_lock *l = a->l;
+    const redlock__attempt_result *res = &a->res;
+    const char *why = redlock__first_failure(l), *sep = *why ? "; " : "";
+
+    if (a->watch)
+        a->c->tp.ops->unwatch(a->c->tp.ctx, a->watch);
+    switch (rc) {
+    case REDLOCK_OK:
+        return REDLOCK_OK;
+    case REDLOCK_EBUSY:
+        return redlock__fail(rc, "lock '%s' is held by another owner", l->members[0].name);
+    case REDLOCK_ETIMEOUT:
+        return redlock__fail(rc, "lock '%s' not acquired within %lld ms", l->members[0].name,
+                             (long long)a->wait_ms);
+    case REDLOCK_ECANCELED:
+        return redlock__fail(rc, "acquire of '%s' canceled", l->members[0].name);
+    case REDLOCK_EAUTH:
+    case REDLOCK_ETLS:
+    case REDLOCK_ECONFIG:
+        return redlock__fail(rc, "lock '%s': %d of %zu members refuse for good, quorum is %d%s%s",
+                             l->members[0].name, res->permanent, l->n, l->quorum, sep, why);
+    case REDLOCK_ENO_QUORUM:
+        if (res->granted >= l->quorum && l->fencing)
+            return redlock__fail(rc, "lock '%s': granted, but too few members stored the "
+                                 "fencing token (%d confirmed of %zu, quorum is %d)%s%s",
+                                 l->members[0].name, res->fence_confirmed, l->n, l->quorum,
+                                 sep, why);
+        if (a->unavailable)
+            return redlock__fail(rc, "lock '%s': no quorum of nodes reachable for %lld ms: "
+                                 "%d of %zu members failed, quorum is %d%s%s",
+                                 l->members[0].name, (long long)a->c->unavailable_timeout_ms,
+                                 res->failed, l->n, l->quorum, sep, why);
+        /* The attempt stops as soon as Q is out of reach, so members that
+         * had not answered yet are neither reachable nor failed: say what
+         * is known. */
+        return redlock__fail(rc,
+                             "lock '%s': no quorum: %d of %zu members failed, quorum is %d%s%s",
+                             l->members[0].name, res->failed, l->n, l->quorum, sep, why);
+    default:
+        return rc;
+    }
+}
+
+/* attempt -> (over? finish) -> subscribe once, then attempt at once ->
+ * sleep until the next attempt -> attempt ... */
+int redlock_acquire_as(redlock_lock *l, uint64_t owner, int64_t wait_ms, int64_t lease_ms)
+{
+    acquire a;
+    int rc;
+
+    if (!l)
+        return redlock__fail(REDLOCK_EINVAL, "lock is NULL");
+    if (owner == 0)
+        return redlock__fail(REDLOCK_EINVAL, "owner id 0 is reserved");
+    memset(&a, 0, sizeof(a));
+    a.l = l;
+    a.c = l->client;
+    a.owner = owner;
+    a.wait_ms = wait_ms;
+    a.watchdog = lease_ms <= 0;
+    a.lease_ms = a.watchdog ? a.c->watchdog_lease_ms : lease_ms;
+    if ((rc = check_lease(a.c, a.lease_ms)) != REDLOCK_OK)
+        return rc;
+    if (redlock__canceled(a.c))
+        return redlock__fail(REDLOCK_ECANCELED, "lock '%s': the client was canceled",
+                             l->members[0].name);
+    redlock__owner_field(a.c, owner, a.field, sizeof(a.field));
+    a.start_ns = now_of(&a);
+    a.deadline_ns = wait_ms < 0 ? INT64_MAX : a.start_ns + wait_ms * REDLOCK__NS_PER_MS;
+    for (;;) {
+        rc = attempt_once(&a);
+        if (rc == REDLOCK_OK || wait_is_over(&a, &rc))
+            break;
+        if (!a.watched && !a.c->disable_pubsub) {
+            /* Subscribe first, then try again at once: a release between
+             * the failed attempt and the subscription is then not missed. */
+            a.watched = 1;
+            a.watch = watch_members(l, now_of(&a) + redlock__node_timeout_ns(a.c, a.lease_ms));
+            continue;
+        }
+        if (sleep_until_next(&a, rc) == REDLOCK_ECLOSED) {
+            rc = REDLOCK_ECLOSED;
+            break;
+        }
+    }
+    return finish(&a, rc);
+}
+
+int redlock_lock_acquire(redlock_lock *l)
+{
+    return redlock_acquire_as(l, redlock__gettid(), -1, 0);
+}
+
+int redlock_lock_acquire_lease(redlock_lock *l, int64_t lease_ms)
+{
+    if (lease_ms <= 0)
+        return redlock__fail(REDLOCK_EINVAL, "lease_ms must be > 0");
+    return redlock_acquire_as(l, redlock__gettid(), -1, lease_ms);
+}
+
+int redlock_try_lock(redlock_lock *l)
+{
+    return redlock_acquire_as(l, redlock__gettid(), 0, 0);
+}
+
+int redlock_try_lock_for(redlock_lock *l, int64_t wait_ms, int64_t lease_ms)
+{
+    if (wait_ms < 0)
+        return redlock__fail(REDLOCK_EINVAL, "wait_ms must be >= 0");
+    return redlock_acquire_as(l, redlock__gettid(), wait_ms, lease_ms);
+}
+

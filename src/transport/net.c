@@ -157,6 +157,12 @@ static int64_t slot_deadline(const slot *s, int connect_timeout_ms)
 {
     int64_t d = s->batch->deadline_ns;
 
+    /* A batch the caller does not wait for at all (a call to a silent
+     * node) gets no set-up allowance either: a node whose handshake stalls
+     * must not cost a second connect timeout. */
+    if (d <= s->started)
+        return d;
+
     if (s->conn->state != REDLOCK__CONN_READY || s->conn->handshake) {
         int64_t c = s->started + (int64_t)connect_timeout_ms * REDLOCK__NS_PER_MS;
         if (c > d)

@@ -110,28 +110,30 @@ struct redlock_lock {
     void *on_lost_ud;
 
     pthread_mutex_t mu;            /* guards the hold */
-    /* The current hold through this handle (a lock has one owner). */
-    redlock__hold_state state;
+    /* The current hold through this handle (a lock has one owner). Wide
+     * fields first, then the narrow ones, so nothing is padding: thousands
+     * of handles may be held at once. */
     uint64_t owner;
-    char field[64];                /* "<client-id>:<owner>" */
-    int count;
     int64_t lease_ms;
-    int watchdog;                  /* renewed by the watchdog */
     int64_t acquired_ns;
     int64_t validity_end_ns;
     int64_t next_renew_ns;
     uint64_t token;
-    int lost_reason;
     uint64_t lost_owners[REDLOCK__LOST_MEMORY];
     size_t lost_next;
+    char field[64];                /* "<client-id>:<owner>" */
+    redlock__hold_state state;
+    int count;
+    int watchdog;                  /* renewed by the watchdog */
+    int lost_reason;
 
+    int64_t unavailable_since_ns;  /* no quorum reachable since (atomic) */
     /* Watchdog list membership, guarded by client->wd.mu. */
     struct redlock_lock *wd_next;
-    int wd_listed;
-    int wd_free_later;             /* freed from inside a tick using it */
-    int64_t unavailable_since_ns;  /* no quorum reachable since (atomic) */
     int wd_pins;                   /* ticks using this lock; changed under
                                     * wd.mu, read without it by settle */
+    unsigned char wd_listed;
+    unsigned char wd_free_later;   /* freed from inside a tick using it */
 };
 
 /* What one acquire attempt heard (quorum.c fills it, hold.c records it). */

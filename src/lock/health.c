@@ -53,8 +53,10 @@ static int observe(void *ud, size_t batch, size_t call, int err, const char *msg
         redlock__node_went_silent(o->c, node);
     } else if (!err) {
         __atomic_store_n(&o->c->node_silent[node], 0, __ATOMIC_RELAXED);
-        /* Whatever call heard the node, what it is owed may go now. */
-        redlock__retry_heard(&o->c->retry, node, o->c->tp.ops->now_ns(o->c->tp.ctx));
+        /* Whatever call heard the node, what it is owed may go now. (No
+         * clock read here: a transport may hold its own mutex while it
+         * calls back.) */
+        redlock__retry_heard(&o->c->retry, node);
     }
     if (err && redlock__refuses_for_good(err))
         warn_refusal(o->c, node, err, msg);

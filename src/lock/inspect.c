@@ -391,7 +391,7 @@ int redlock_fenced_set(redlock_client *c, size_t node, const char *key, const ch
     lens[2] = strlen(tok);
     call = (redlock__call){REDLOCK__SCRIPT_FENCED_SET, 1, 3, argv, lens};
     b = (redlock__batch){node, &call, 1,
-                         c->tp.ops->now_ns(c->tp.ctx) + inspect_timeout_ns(c)};
+                         c->tp.ops->now_ns(c->tp.ctx) + inspect_timeout_ns(c), 0};
     redlock__fanout(c, &b, 1, on_fenced_reply, &f);
     if (f.rc)
         return redlock__fail(f.rc, "fenced_set '%s': %s", key, f.msg);

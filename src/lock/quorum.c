@@ -326,6 +326,17 @@ static size_t leave_silent_to_background(redlock_client *c, redlock__plan *p,
     return keep;
 }
 
+/* Aborts and releases never wait for a connection's set-up beyond the
+ * node timeout: what does not answer in time is retried in the
+ * background. */
+static void make_strict(redlock__plan *p)
+{
+    size_t b;
+
+    for (b = 0; b < p->nb; b++)
+        p->batches[b].strict = 1;
+}
+
 /* Undoes this request on every member whose answer was not a refusal. */
 static void abort_attempt(redlock_lock *l, const char *field, const char *request_id,
                           int64_t lease_ms, const unsigned char *answers)
@@ -353,6 +364,7 @@ static void abort_attempt(redlock_lock *l, const char *field, const char *reques
                             now + redlock__node_timeout_ns(c, lease_ms)) != REDLOCK_OK)
         goto out;
     skip_waiting_for_silent(c, &p, now);
+    make_strict(&p);
     s.plan = &p;
     redlock__fanout(c, p.batches, p.nb, on_simple_reply, &s);
     defer_unanswered(l, &p, answered, now + lease_ms * REDLOCK__NS_PER_MS);
@@ -567,6 +579,7 @@ int redlock__release_members(redlock_lock *l, const char *field, const redlock__
         return rc;
     }
     s.plan = &p;
+    make_strict(&p);
     redlock__fanout(c, p.batches, leave_silent_to_background(c, &p, s.rep), on_simple_reply, &s);
     redlock__stat_add(&c->stats.background_releases,
                       defer_unanswered(l, &p, s.answered, give_up_ns));

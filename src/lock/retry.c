@@ -181,7 +181,7 @@ size_t redlock__retry_settle(redlock__retry *r, redlock__pending *taken,
     return left;
 }
 
-void redlock__retry_heard(redlock__retry *r, size_t node, int64_t now)
+void redlock__retry_heard(redlock__retry *r, size_t node)
 {
     void (*wake)(void *) = NULL;
     void *wake_ud = NULL;
@@ -192,7 +192,7 @@ void redlock__retry_heard(redlock__retry *r, size_t node, int64_t now)
     pthread_mutex_lock(&r->mu);
     if (r->backoff_ms[node] > 0) {
         __atomic_store_n(&r->backoff_ms[node], 0, __ATOMIC_RELAXED);
-        r->next_try_ns[node] = now;
+        r->next_try_ns[node] = 0; /* due at once */
         wake = r->wake;
         wake_ud = r->wake_ud;
     }

@@ -71,7 +71,7 @@ size_t redlock__retry_settle(redlock__retry *r, redlock__pending *taken,
 
 /* Something came back from node: its back-off ends and what is owed to it
  * may go at once. Cheap when the node was not backing off. */
-void redlock__retry_heard(redlock__retry *r, size_t node, int64_t now);
+void redlock__retry_heard(redlock__retry *r, size_t node);
 
 /* The next moment a queued call falls due (INT64_MAX: none). */
 int64_t redlock__retry_next_due(redlock__retry *r);

@@ -275,7 +275,7 @@ static int build(redlock_client *c, tick *t, int64_t deadline)
         }
         if (k > first) {
             t->batch_start[t->nb] = first;
-            t->batches[t->nb] = (redlock__batch){node, &t->calls[first], k - first, deadline};
+            t->batches[t->nb] = (redlock__batch){node, &t->calls[first], k - first, deadline, 0};
             t->nb++;
         }
     }

@@ -160,7 +160,7 @@ static int64_t slot_deadline(const slot *s, int connect_timeout_ms)
     /* A batch the caller does not wait for at all (a call to a silent
      * node) gets no set-up allowance either: a node whose handshake stalls
      * must not cost a second connect timeout. */
-    if (d <= s->started)
+    if (d <= s->started || s->batch->strict)
         return d;
 
     if (s->conn->state != REDLOCK__CONN_READY || s->conn->handshake) {

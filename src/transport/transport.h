@@ -25,12 +25,16 @@ typedef struct redlock__call {
     const size_t *argvlen;   /* NULL: strlen of each */
 } redlock__call;
 
-/* A pipeline of calls to one node, answered before deadline_ns. */
+/* A pipeline of calls to one node, answered before deadline_ns. A new
+ * connection still being set up (connect, TLS, AUTH) normally gets the
+ * connect timeout instead; a strict batch does not (its calls are retried
+ * in the background if they time out, so waiting longer buys nothing). */
 typedef struct redlock__batch {
     size_t node;
     const redlock__call *calls;
     size_t ncalls;
     int64_t deadline_ns;
+    int strict;
 } redlock__batch;
 
 /*

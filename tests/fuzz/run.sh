@@ -13,7 +13,7 @@ build=${1:?usage: run.sh BUILD_DIR SECONDS [TARGET...]}
 seconds=${2:?usage: run.sh BUILD_DIR SECONDS [TARGET...]}
 shift 2
 targets=("$@")
-[ ${#targets[@]} -gt 0 ] || targets=(fuzz_uri fuzz_replies fuzz_stream)
+[ ${#targets[@]} -gt 0 ] || targets=(fuzz_uri fuzz_replies fuzz_stream fuzz_pubsub fuzz_keys fuzz_args)
 case $seconds in ''|*[!0-9]*) echo "run.sh: SECONDS must be a whole number" >&2; exit 2;; esac
 
 export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1:allocator_may_return_null=1}

@@ -175,7 +175,7 @@ static redisReply *via_fake(fake *f, const step *s)
 {
     redlock__transport tp = fake_transport(f);
     redlock__call call = {s->script, s->nkeys, s->argc, s->argv, NULL};
-    redlock__batch b = {0, &call, 1, tp.ops->now_ns(tp.ctx) + 1000000000LL};
+    redlock__batch b = {0, &call, 1, tp.ops->now_ns(tp.ctx) + 1000000000LL, 0};
     captured c = {NULL, 0};
 
     tp.ops->fanout(tp.ctx, &b, 1, on_reply, &c);

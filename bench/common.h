@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Shared pieces of the benchmark programs: the clock, latency samples and
  * their percentiles, process CPU and memory, the command line every

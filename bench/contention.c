@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Scenario "contention": K workers (2, 4, 16) on one name over N nodes,
  * each holding the lock for about 1 ms, then releasing and asking again at

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Scenario "failover", N = 5, with real faults (SIGSTOP through the rig):
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Scenario "fencing": the cost of a fencing token. One thread cycles
  * acquire + release on two locks over the same N nodes, one with fencing

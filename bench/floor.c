@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Scenario "floor": the acquire and release scripts sent by hand over
  * blocking sockets to N nodes in parallel (send to all, then read all),

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # Draws the benchmark charts from the data files the bench programs wrote
 # with --data: plot.sh DATA_DIR OUT_DIR. Charts whose data is missing
 # (a scenario that was not run) are skipped.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * The physical floor: the library's own acquire and release scripts, sent
  * by hand over plain blocking sockets with a minimal RESP encoder and

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Scenario "throughput": T threads (1, 2, 4, 8, 16, 32) each cycling
  * acquire + release on its own name over N = 5 nodes, in two layouts:

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Scenario "uncontended": one thread, one name, acquire + release cycles
  * through the library, for N = 1 and N = 5.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Scenario "watchdog": 10 000 locks held through one client with the
  * watchdog over N = 5 nodes, then a measured window of several renewal

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 # CPack pre-build script (CPACK_PRE_BUILD_SCRIPTS): in packages that always
 # install at the same place (DEB, RPM), redlock.pc names its prefix instead
 # of finding it from ${pcfiledir}. pkg-config drops -I/usr/include and

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 # Embeds the Lua scripts into a C file. Run in script mode:
 #   cmake -DOUT=<file.c> -DSCRIPTS="a;b" -DLUA_DIR=<dir> -P embed_lua.cmake
 # The SHA1 is taken over the same bytes that are embedded, so EVALSHA

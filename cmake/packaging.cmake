@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 # CPack: `cpack -G DEB` in the build directory makes two Debian packages,
 #   redlock      libredlock.so.N, the redlock tool, its man page, bash
 #                completion and rig script (install component "runtime");

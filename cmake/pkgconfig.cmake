@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 # Generates redlock.pc with paths relative to ${pcfiledir}, the directory
 # pkg-config found the file in. The file goes to <libdir>/pkgconfig, and
 # libdir may be several levels deep (GNUInstallDirs picks lib/<multiarch>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Shared by the examples: the node URIs come from the command line
  * (one URI per argument) or, without arguments, from $REDLOCK_NODES

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Reacting to a lost lock. The watchdog renews the lock while the work
  * runs; if a quorum of nodes stops confirming it (keys deleted, nodes

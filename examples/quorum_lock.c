@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * The smallest quorum lock: take "example:quorum" on a majority of the
  * given nodes, work while holding it, release it.

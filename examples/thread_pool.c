@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Explicit owner ids for work that moves between threads. A lock's owner
  * is normally the calling thread, so it must be released on the thread

@@ -1,3 +1,4 @@
+-- SPDX-License-Identifier: BSD-3-Clause
 -- Undo one acquire request whose outcome the client does not know (its
 -- reply timed out or the attempt failed to reach a quorum).
 --

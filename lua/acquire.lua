@@ -1,3 +1,4 @@
+-- SPDX-License-Identifier: BSD-3-Clause
 -- Acquire or re-enter a reentrant lock (Redisson RLock layout).
 --
 -- KEYS[1]  lock name: a hash whose field <client-id>:<owner-id> counts holds

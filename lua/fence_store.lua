@@ -1,3 +1,4 @@
+-- SPDX-License-Identifier: BSD-3-Clause
 -- Fencing, phase 2: record the token chosen across the quorum, but only on a
 -- node where the owner still holds the lock.
 --

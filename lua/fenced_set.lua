@@ -1,3 +1,4 @@
+-- SPDX-License-Identifier: BSD-3-Clause
 -- A write to a protected resource that only the newest lock holder may make.
 --
 -- KEYS[1]  resource: a hash with fields "value" and "fence_token"

@@ -1,3 +1,4 @@
+-- SPDX-License-Identifier: BSD-3-Clause
 -- Delete a lock whoever holds it, and wake its waiters.
 --
 -- KEYS[1]  lock name

@@ -1,3 +1,4 @@
+-- SPDX-License-Identifier: BSD-3-Clause
 -- Read a lock's state on one node in one round trip (for status tools).
 --
 -- KEYS[1]  lock name

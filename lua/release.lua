@@ -1,3 +1,4 @@
+-- SPDX-License-Identifier: BSD-3-Clause
 -- Drop one hold; delete and publish when the count reaches zero.
 --
 -- KEYS[1]  lock name

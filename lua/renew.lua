@@ -1,3 +1,4 @@
+-- SPDX-License-Identifier: BSD-3-Clause
 -- Extend the lease of a lock the owner still holds. Never creates a key:
 -- a renewal that arrives after the release must be a no-op.
 --

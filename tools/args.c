@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Command-line parsing shared by every command: the option reader, the
  * global options, numbers and durations, the node list, the options of

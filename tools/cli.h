@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * The redlock command-line tool: declarations shared by its parts
  * (argument parsing, exec, status/unlock, rig, demo). The tool uses only

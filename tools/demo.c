@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * redlock demo: mutual exclusion shown, then checked. Several `redlock
  * exec` workers (this same program) compete for one lock on the local rig;

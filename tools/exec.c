@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * redlock exec: a distributed flock(1). Acquires the lock, runs the
  * command as a child while holding it, and releases it when the child

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Usage texts: the overview and one text per command. */
 #include <stdio.h>
 #include <string.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * The command's process group, for redlock exec. The command runs as the
  * leader of a new process group, so the processes it starts (a pipeline,

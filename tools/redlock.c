@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * redlock: distributed locks from the shell. This file holds main(), the
  * command dispatch and the output helpers; each command lives in its own

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * redlock rig: the local redis-server rig, driven through scripts/rig so
  * that the tool, the tests and the benchmarks share one implementation.

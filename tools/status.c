@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * redlock status NAME: what every node stores for the lock, and whether one
  * holder holds it on a quorum. redlock unlock NAME --force: deletes it on

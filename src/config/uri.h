@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Node URIs: redis://, rediss:// and unix://. Pure parsing, no I/O. */
 #ifndef REDLOCK_CONFIG_URI_H
 #define REDLOCK_CONFIG_URI_H

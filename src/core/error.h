@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Error codes and the thread-local "last error" message. */
 #ifndef REDLOCK_CORE_ERROR_H
 #define REDLOCK_CORE_ERROR_H

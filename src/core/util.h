@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Clock, randomness and small helpers shared by every module. */
 #ifndef REDLOCK_CORE_UTIL_H
 #define REDLOCK_CORE_UTIL_H

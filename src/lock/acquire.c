@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * The acquire and its wait: attempts, release messages, the holder's TTL,
  * jittered back-off after a lost race, cancel and the unavailable timeout,

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * What every part of the lock core shares through the client: logging,
  * statistics, per-request timeouts, owner fields, request ids, the cancel

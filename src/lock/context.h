@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* What the lock core shares through the client (context.c). */
 #ifndef REDLOCK_LOCK_CONTEXT_H
 #define REDLOCK_LOCK_CONTEXT_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 #include "lock/decide.h"
 
 #include "redlock/redlock.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * The lock core's decisions, as pure functions: no I/O, no mutex, no clock
  * read (times are arguments). Everything that turns counts of answers into

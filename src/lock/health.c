@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Which nodes are silent, as the lock layer sees them: a node whose last
  * request timed out is silent until any reply comes from it again.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* The lock layer's fan-out, with node silence tracking (health.c). */
 #ifndef REDLOCK_LOCK_HEALTH_H
 #define REDLOCK_LOCK_HEALTH_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * The bookkeeping of a handle's hold: which generations it may have on each
  * member, when it was taken, which owners lost it. Called with the lock's

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* A handle's hold: generations and state (hold.c). Every function is
  * called with l->mu held. */
 #ifndef REDLOCK_LOCK_HOLD_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Read-only questions about a lock (is it locked, by whom, for how long)
  * answered by a quorum of members, plus force_unlock and fenced writes.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Internal structures shared by the lock modules (client, lock, quorum,
  * watchdog, inspect). Nothing here is public. The thread model (threads,
  * what each mutex guards, the lock order wd.run_mu -> wd.mu -> lock->mu,

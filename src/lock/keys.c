@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * The key namespace of a lock: every key and channel derived from a lock
  * name, and the rule that keeps names from reaching each other's keys.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* The key namespace of a lock (keys.c). */
 #ifndef REDLOCK_LOCK_KEYS_H
 #define REDLOCK_LOCK_KEYS_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Lock handles: creation, the per-member report, unlock and the fencing
  * token. The acquire and its wait are in acquire.c.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* A fan-out plan: one script call per member, grouped into one pipelined
  * batch per node, with a map back from (batch, call) to the member. */
 #ifndef REDLOCK_LOCK_PLAN_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * The quorum coordinator: one acquire attempt fanned out to every member
  * at once, decided the moment the outcome is certain, and the release.

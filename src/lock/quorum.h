@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* One acquire attempt over every member, and releases (quorum.c). */
 #ifndef REDLOCK_LOCK_QUORUM_H
 #define REDLOCK_LOCK_QUORUM_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * The background queue: calls owed to nodes, with a back-off per node so
  * a silent node gets one probe at a time instead of a storm, and

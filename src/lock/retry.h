@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Calls the client still owes a node (releases and aborts nobody waited
  * for), delivered in the background with a back-off per node (retry.c).

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * The watchdog: one thread per client renews every watchdog-leased hold
  * with one pipelined batch per node per tick, decides per lock whether a

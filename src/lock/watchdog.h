@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* The watchdog thread: renewals, loss verdicts, background delivery (watchdog.c). */
 #ifndef REDLOCK_LOCK_WATCHDOG_H
 #define REDLOCK_LOCK_WATCHDOG_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* The Lua scripts of lua/, embedded at build time with their SHA1. */
 #ifndef REDLOCK_RESP_SCRIPTS_H
 #define REDLOCK_RESP_SCRIPTS_H

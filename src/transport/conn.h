@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * One connection to one Redis node: a non-blocking socket (optionally
  * wrapped in TLS) driven by the caller's poll loop. Connecting, the TLS

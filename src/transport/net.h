@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* The real transport: a pool of connection sets and the poll() fan-out. */
 #ifndef REDLOCK_TRANSPORT_NET_H
 #define REDLOCK_TRANSPORT_NET_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Release notifications. One background thread and one subscriber
  * connection per node serve every waiter of every lock of a client.

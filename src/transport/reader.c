@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 #include "transport/reader.h"
 
 #include <hiredis/hiredis.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * The RESP reply parser every connection uses: hiredis' redisReader with
  * one limit added.

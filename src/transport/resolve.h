@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Host names resolved once, when the client is made, and again in the
  * background when connecting to a node fails (resolve.c). Connecting never

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 #include "transport/tls.h"
 
 #include <arpa/inet.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* OpenSSL glue: hiredis 0.14 has no TLS, so the library wraps its own
  * sockets. */
 #ifndef REDLOCK_TRANSPORT_TLS_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * The transport seen by the lock logic: a fan-out of small pipelines to
  * several nodes under per-node deadlines, plus release notifications.

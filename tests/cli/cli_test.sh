@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # Tests of the redlock command-line tool against a private five-node rig.
 #   cli_test.sh CASE REDLOCK_BINARY RIG_SCRIPT [MAN_PAGE]
 # Each CASE is one CTest test (cli_CASE); see tests/cli/CMakeLists.txt.

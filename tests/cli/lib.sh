@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 # Shared helpers of the CLI tests (sourced by cli_test.sh).
 # Every test starts its own rig on free ports (never 7001-7005) and stops
 # it on exit through the trap installed by rig_up; every wait is bounded.

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: BSD-3-Clause
 """pty_run.py OUT DELAY INPUT CMD [ARG...]: runs CMD on a pseudo-terminal.
 
 CMD gets the terminal as stdin, stdout and stderr and leads its

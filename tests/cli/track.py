@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: BSD-3-Clause
 """track.py BASE CMD [ARG...]: runs CMD as a child and records how it ended.
 
 Writes the child's pid to BASE.pid, then "exit N" or "signal N" to

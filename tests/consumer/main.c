@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Proves an installed libredlock is usable: find_package, link, call. */
 #include <redlock/redlock.h>
 #include <stdio.h>

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # Installs the build into a scratch prefix and builds a two-line consumer
 # against it with find_package(redlock), then runs it. Then builds the same
 # program with pkg-config alone: against the shared library, against the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Key derivation: no two different (lock name, role) pairs ever give the
  * same Redis key, so no lock can reach (read, overwrite, delete) another

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * The subscriber thread's handling of what a node sends on a subscriber
  * connection: confirmations, release messages, and anything else a faulty

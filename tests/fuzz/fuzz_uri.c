@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * The node URI parser on arbitrary bytes. Besides "no crash, no leak, no
  * undefined behaviour", every result must keep the parser's promises:

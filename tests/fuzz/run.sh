@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # Runs every libFuzzer target of a -DREDLOCK_FUZZ=ON build for a bounded
 # time each, starting from the seeds in tests/fuzz/corpus/<target>/, and
 # fails if any target finds a crash, leak, sanitizer report or timeout.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Access to the private test rig started by tests/fixture/rig-fixture.sh:
  * reads $REDLOCK_TEST_RIG (a KEY=VALUE file) and drives scripts/rig. */
 #ifndef REDLOCK_TESTS_RIG_ENV_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Nothing left behind: every abort and release reaches its node, whatever
  * the node's script cache holds, in whatever order the node reads its

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * The unit tests' fake transport (tests/unit/fake_transport.c) re-implements
  * every Lua script of lua/ in C. Here the same sequence of calls goes to the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Integration tests of fencing tokens on the fixture's five plain
  * redis-server processes: tokens strictly increase across acquisitions,

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * The library against a hostile server: a small RESP server running in a
  * thread of the test process, on a port the kernel picks, that answers every

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Integration tests of the single-node reentrant lock (N = 1) against the
  * fixture's first plain redis-server: Redisson's data layout and release

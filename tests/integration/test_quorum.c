@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Integration tests of the quorum coordinator (RedLock / MultiLock) on the
  * fixture's five plain redis-server processes, with real faults: SIGSTOP /

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Host names are looked up once, when the client is made, and again only
  * in the background: a slow DNS server must not hold up a fan-out, the

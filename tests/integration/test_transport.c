@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Integration tests of the transport against real redis-server processes
  * from the rig fixture: plain TCP, TLS (verification, SNI, mutual TLS),

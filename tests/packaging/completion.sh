@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # The bash completion for redlock: it parses (bash -n), and completing a
 # few command lines gives the expected words, once with bash-completion's
 # helpers loaded (how an installed system runs it) and once without them

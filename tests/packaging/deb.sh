@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # `cpack -G DEB` on the build: the two packages exist with the expected
 # names, versions and dependencies, and between them hold the library,
 # the headers, the CLI, its man page and bash completion, the CMake

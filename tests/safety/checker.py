@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: BSD-3-Clause
 """Safety checker: reads the records of one harness run and judges them.
 
 Inputs (all times are CLOCK_MONOTONIC nanoseconds of the test machine):

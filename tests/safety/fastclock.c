@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * fastclock: an LD_PRELOAD shim that makes the clocks of one process run
  * FASTCLOCK_RATE times as fast as the machine's (e.g. 4 = four seconds per

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # Safety harness driver: one nemesis case.
 #
 # Starts a private 5-node rig and a storage node on free ports in a work

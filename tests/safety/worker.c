@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * safety_worker: one contending process of the safety harness.
  *

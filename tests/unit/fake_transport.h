@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * A scripted, in-memory transport for unit tests of the lock logic.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Unit tests of the quorum decisions (src/lock/quorum.c, lock.c,
  * watchdog.c) over the scripted fake transport: no redis, a virtual clock,

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * The lock core's decisions (src/lock/decide.c), row by row: no server, no
  * thread, no clock. Each row names the rule it checks.

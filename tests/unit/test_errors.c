@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* The error table: every code has a distinct name and a message, and
  * unknown codes never yield NULL. */
 #include <check.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * The embedded scripts: each is byte for byte its file in lua/, carries
  * the SHA1 that EVALSHA will use, and documents its interface in a header

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Unit tests for the node URI parser (src/config/uri.c). No server needed. */
 #include "config/uri.h"
 #include "core/error.h"

@@ -406,9 +406,9 @@ REDLOCK_EXTERN int redlock_try_lock_for(redlock_lock *lock, int64_t wait_ms,
  * the node timeout are released in the background until the lease could
  * have expired on them, so this never hangs on a dead node. A member whose
  * node is silent (its last request timed out) is not waited for at all: its
- * release goes straight to the background, which sends one probe at a time
- * with a back-off (100 ms doubling to 3.2 s) and everything owed once the
- * node answers. A release that reaches a node before a late acquire of the
+ * release goes straight to the background, which probes the node with
+ * PINGs (100 ms doubling to 800 ms) and sends everything owed, once, when
+ * it answers. A release that reaches a node before a late acquire of the
  * same hold leaves a tombstone there, so that acquire cannot grant.
  *
  * Returns REDLOCK_OK, REDLOCK_ENOT_OWNER (owner does not hold it: never a

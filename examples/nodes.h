@@ -2,45 +2,34 @@
 /*
  * Shared by the examples: the node URIs come from the command line
  * (one URI per argument) or, without arguments, from $REDLOCK_NODES
- * (comma-separated), e.g.
+ * (comma-separated, read by redlock_client_new_from_env()), e.g.
  *   REDLOCK_NODES=redis://127.0.0.1:7001,redis://127.0.0.1:7002,redis://127.0.0.1:7003
+ * $REDLOCK_PASSWORD, if set, is the password for every node.
  */
 #ifndef REDLOCK_EXAMPLES_NODES_H
 #define REDLOCK_EXAMPLES_NODES_H
 
+#include <redlock/redlock.h>
 #include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
 
-#define EXAMPLE_MAX_NODES 64
-
-/* Fills uris (pointing into argv or into a static copy of $REDLOCK_NODES)
- * and returns how many; 0 if none were given or the list is too long. */
-static size_t example_nodes(int argc, char **argv, const char **uris)
+/* Creates the client (opts may be NULL); on failure prints why, with a
+ * usage line when no nodes were given at all, and returns the error. */
+static int example_client(int argc, char **argv, const redlock_options *opts,
+                          redlock_client **out)
 {
-    static char env_copy[8192];
-    size_t n = 0;
-    char *tok, *save = NULL;
-    const char *env;
+    int rc;
 
-    if (argc > 1) {
-        for (n = 0; n + 1 < (size_t)argc && n < EXAMPLE_MAX_NODES; n++)
-            uris[n] = argv[n + 1];
-        return n;
+    if (argc > 1)
+        rc = redlock_client_new(out, (const char *const *)argv + 1, (size_t)argc - 1, opts);
+    else
+        rc = redlock_client_new_from_env(out, opts);
+    if (rc != REDLOCK_OK) {
+        fprintf(stderr, "%s: %s\n", argv[0], redlock_last_error());
+        if (rc == REDLOCK_ENONODES)
+            fprintf(stderr, "usage: %s URI [URI...]   (or set REDLOCK_NODES=URI,URI,...)\n",
+                    argv[0]);
     }
-    env = getenv("REDLOCK_NODES");
-    if (!env || !*env || strlen(env) >= sizeof(env_copy))
-        return 0;
-    memcpy(env_copy, env, strlen(env) + 1);
-    for (tok = strtok_r(env_copy, ",", &save); tok && n < EXAMPLE_MAX_NODES;
-         tok = strtok_r(NULL, ",", &save))
-        uris[n++] = tok;
-    return n;
-}
-
-static void example_usage(const char *prog)
-{
-    fprintf(stderr, "usage: %s URI [URI...]   (or set REDLOCK_NODES=URI,URI,...)\n", prog);
+    return rc;
 }
 
 #endif

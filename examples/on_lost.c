@@ -41,21 +41,16 @@ static void sleep_ms(long ms)
 
 int main(int argc, char **argv)
 {
-    const char *uris[EXAMPLE_MAX_NODES];
-    size_t n = example_nodes(argc, argv, uris);
     redlock_options opts = {0};
     redlock_client *client = NULL;
     redlock_lock *lock = NULL;
     int rc, step, reason;
 
-    if (n == 0) {
-        example_usage(argv[0]);
-        return 2;
-    }
     /* A short lease, so a loss is noticed within about a second. */
     opts.watchdog_lease_ms = 3000;
-    if (redlock_client_new(&client, uris, n, &opts) != REDLOCK_OK ||
-        redlock_lock_new(client, "example:on_lost", NULL, &lock) != REDLOCK_OK) {
+    if (example_client(argc, argv, &opts, &client) != REDLOCK_OK)
+        return 2;
+    if (redlock_lock_new(client, "example:on_lost", NULL, &lock) != REDLOCK_OK) {
         fprintf(stderr, "on_lost: %s\n", redlock_last_error());
         redlock_client_free(client);
         return 2;

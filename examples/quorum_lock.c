@@ -14,19 +14,14 @@
 
 int main(int argc, char **argv)
 {
-    const char *uris[EXAMPLE_MAX_NODES];
-    size_t n = example_nodes(argc, argv, uris);
     redlock_client *client = NULL;
     redlock_lock *lock = NULL;
     int rc;
 
-    if (n == 0) {
-        example_usage(argv[0]);
-        return 2;
-    }
     /* NULL options: every default (quorum N/2+1, 30 s watchdog lease). */
-    if ((rc = redlock_client_new(&client, uris, n, NULL)) != REDLOCK_OK ||
-        (rc = redlock_lock_new(client, "example:quorum", NULL, &lock)) != REDLOCK_OK) {
+    if (example_client(argc, argv, NULL, &client) != REDLOCK_OK)
+        return 2;
+    if ((rc = redlock_lock_new(client, "example:quorum", NULL, &lock)) != REDLOCK_OK) {
         fprintf(stderr, "quorum_lock: %s\n", redlock_last_error());
         redlock_client_free(client);
         return 2;
@@ -38,7 +33,8 @@ int main(int argc, char **argv)
         fprintf(stderr, "quorum_lock: not acquired: %s (%s)\n", redlock_last_error(),
                 redlock_err_name(rc));
     } else {
-        printf("holding example:quorum (quorum %d of %zu nodes)\n", redlock_lock_quorum(lock), n);
+        printf("holding example:quorum (quorum %d of %zu nodes)\n", redlock_lock_quorum(lock),
+               redlock_client_node_count(client));
         /* ... the critical section ... */
         rc = redlock_unlock(lock);
         if (rc != REDLOCK_OK)

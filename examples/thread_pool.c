@@ -127,18 +127,13 @@ static void *worker(void *arg)
 
 int main(int argc, char **argv)
 {
-    const char *uris[EXAMPLE_MAX_NODES];
-    size_t n = example_nodes(argc, argv, uris);
     redlock_client *client = NULL;
     pthread_t th[WORKERS];
     int i, started = 0, ok;
 
-    if (n == 0) {
-        example_usage(argv[0]);
+    if (example_client(argc, argv, NULL, &client) != REDLOCK_OK)
         return 2;
-    }
-    if (redlock_client_new(&client, uris, n, NULL) != REDLOCK_OK ||
-        redlock_lock_new(client, "example:pool", NULL, &lock) != REDLOCK_OK) {
+    if (redlock_lock_new(client, "example:pool", NULL, &lock) != REDLOCK_OK) {
         fprintf(stderr, "thread_pool: %s\n", redlock_last_error());
         redlock_client_free(client);
         return 2;

@@ -84,7 +84,8 @@ extern "C" {
     XX(ESTALE_TOKEN, "fencing token is older than one already accepted")       \
     XX(ERANGE, "value out of range")                                           \
     XX(ECANCELED, "operation canceled")                                        \
-    XX(ECONFIG, "node refused the request for good (wrong type, bad db)")
+    XX(ECONFIG, "node refused the request for good (wrong type, bad db)")    \
+    XX(ENONODES, "no nodes configured")
 
 typedef enum redlock_err {
 #define REDLOCK_ERR_ENUM_(name, msg) REDLOCK_##name,
@@ -531,6 +532,34 @@ REDLOCK_EXTERN int redlock_lock_inspect(redlock_lock *lock, size_t member,
 REDLOCK_EXTERN int redlock_fenced_set(redlock_client *client, size_t node,
                                       const char *key, const char *value,
                                       size_t value_len, uint64_t token);
+
+/* ------------------------------------------------------------------------ */
+/* Added in 0.2: the client from the environment. */
+
+/*
+ * redlock_client_new() with the nodes taken from the environment, as the
+ * redlock tool reads them:
+ *   REDLOCK_NODES     the node URIs, separated by ',' (no spaces, no empty
+ *                     entries), e.g. "redis://r1:6379,redis://r2:6379";
+ *   REDLOCK_PASSWORD  if set and not empty, the password for every node,
+ *                     unless opts->password is set (opts win). It overrides
+ *                     passwords in the URIs, as options.password does.
+ * opts may be NULL (all defaults); the client copies what it keeps, so the
+ * environment may change once the call returns. On success *out owns a new
+ * client that must be freed with redlock_client_free().
+ *
+ * Returns what redlock_client_new() returns, plus REDLOCK_ENONODES when
+ * REDLOCK_NODES is unset or empty, and REDLOCK_EURI for an empty entry or a
+ * malformed URI in it (the message starts with "REDLOCK_NODES: " and gives
+ * the entry's index, never the URI itself or a password). REDLOCK_EINVAL
+ * also covers a list of more than REDLOCK_MAX_NODES entries.
+ *
+ * Threads: it reads the environment with getenv(), so it must not run
+ * while another thread changes the environment (setenv, putenv).
+ */
+REDLOCK_EXTERN int redlock_client_new_from_env(redlock_client **out,
+                                               const redlock_options *opts)
+    REDLOCK_WARN_UNUSED;
 
 #ifdef __cplusplus
 }

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "config/env.h"
 #include "config/uri.h"
 #include "core/error.h"
 #include "core/util.h"
@@ -237,6 +238,27 @@ int redlock_client_new(redlock_client **out, const char *const *uris, size_t n_n
     return REDLOCK_OK;
 fail:
     client_destroy(c);
+    return rc;
+}
+
+int redlock_client_new_from_env(redlock_client **out, const redlock_options *opts)
+{
+    redlock__env env;
+    char why[256];
+    int rc;
+
+    if (!out)
+        return redlock__fail(REDLOCK_EINVAL, "out is NULL");
+    *out = NULL;
+    rc = redlock__env_read(&env, opts);
+    if (rc == REDLOCK_OK)
+        rc = redlock_client_new(out, env.uris, env.n, &env.opts);
+    /* Say where a bad URI came from ("node 2: port 0 out of range"). */
+    if (rc == REDLOCK_EURI && strncmp(redlock_last_error(), "REDLOCK_NODES", 13) != 0) {
+        redlock__copy_msg(why, sizeof(why), redlock_last_error());
+        redlock__fail(rc, "REDLOCK_NODES: %s", why);
+    }
+    redlock__env_clear(&env);
     return rc;
 }
 

@@ -3,6 +3,7 @@
 #include "raw.h"
 
 #include <errno.h>
+#include <hiredis/hiredis.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -12,6 +13,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "resp/script.h"
 #include "resp/scripts.h"
 
 void raw_connect(raw_conn *c, const char *host, int port, const char *user,
@@ -333,20 +335,41 @@ static void send_all(raw_floor *f, size_t len)
         raw_send(&f->conns[i], f->cmd, len);
 }
 
+/* EVALSHA of a call built by the library's own builders and encoder, so
+ * the floor sends exactly the library's bytes. */
+static size_t format_script(raw_floor *f, redlock__script_call sc, const char *const *args)
+{
+    char *cmd = NULL;
+    int len = redlock__script_format(&cmd, sc.script, sc.nkeys, sc.argc, args, NULL, 0);
+
+    if (len < 0 || (size_t)len > sizeof(f->cmd))
+        bench_die("cannot format a %s call", redlock__scripts[sc.script].name);
+    memcpy(f->cmd, cmd, (size_t)len);
+    redisFreeCommand(cmd);
+    return (size_t)len;
+}
+
 int64_t raw_floor_acquire(raw_floor *f)
 {
     char rid[33], latch[256];
+    const char *args[REDLOCK__SCRIPT_MAX_ARGS];
+    redlock__script_call sc;
     int64_t t0 = bench_now_ns();
     size_t i;
     raw_reply r;
 
     rand_hex(rid, 16);
     snprintf(latch, sizeof(latch), "%s%s", f->latch_prefix, rid);
-    send_all(f, raw_format(f->cmd, sizeof(f->cmd), 10,
-                           (const char *[]){"EVALSHA",
-                                            redlock__scripts[REDLOCK__SCRIPT_ACQUIRE].sha1,
-                                            "3", f->name, latch, f->gen_key, f->lease,
-                                            f->field, f->latch_ms, rid}));
+    sc = redlock__script_acquire(
+        args, &(redlock__acquire_args){.name = f->name,
+                                       .latch_key = latch,
+                                       .gen_key = f->gen_key,
+                                       .lease_ms = f->lease,
+                                       .field = f->field,
+                                       .latch_ms = f->latch_ms,
+                                       .request_id = rid,
+                                       .fresh_only = "1"});
+    send_all(f, format_script(f, sc, args));
     for (i = 0; i < f->n; i++) {
         raw_read(&f->conns[i], &r);
         if (r.type != '*')
@@ -359,17 +382,26 @@ int64_t raw_floor_acquire(raw_floor *f)
 int64_t raw_floor_release(raw_floor *f)
 {
     char rid[33], latch[256];
+    const char *args[REDLOCK__SCRIPT_MAX_ARGS];
+    redlock__script_call sc;
     int64_t t0 = bench_now_ns();
     size_t i;
     raw_reply r;
 
     rand_hex(rid, 16);
     snprintf(latch, sizeof(latch), "%s%s", f->latch_prefix, rid);
-    send_all(f, raw_format(f->cmd, sizeof(f->cmd), 13,
-                           (const char *[]){"EVALSHA",
-                                            redlock__scripts[REDLOCK__SCRIPT_RELEASE].sha1,
-                                            "4", f->name, f->channel, latch, f->gen_key, "0",
-                                            f->lease, f->field, f->release_latch_ms, "0", ""}));
+    sc = redlock__script_release(
+        args, &(redlock__release_args){.name = f->name,
+                                       .channel = f->channel,
+                                       .latch_key = latch,
+                                       .gen_key = f->gen_key,
+                                       .message = "0",
+                                       .lease_ms = f->lease,
+                                       .field = f->field,
+                                       .latch_ms = f->release_latch_ms,
+                                       .drop_all = "0",
+                                       .gens = ""});
+    send_all(f, format_script(f, sc, args));
     for (i = 0; i < f->n; i++) {
         raw_read(&f->conns[i], &r);
         if (r.type != ':' || r.integer != 1)

@@ -26,59 +26,47 @@ typedef struct inspect_ctx {
     int64_t *owner_count;       /* per member: holds of field */
 } inspect_ctx;
 
-static int fill_inspect(void *ud, size_t m, const char **argv, char **owned)
+static int fill_inspect(void *ud, size_t m, const char **argv, char **owned,
+                        redlock__script_call *out)
 {
     inspect_ctx *x = ud;
 
     (void)owned;
-    argv[0] = x->l->members[m].name;
-    argv[1] = redlock__key(&x->l->members[m], REDLOCK__KEY_TOKEN);
-    return 0;
-}
-
-static int64_t parse_i64(const redisReply *r)
-{
-    if (r->type == REDIS_REPLY_INTEGER)
-        return r->integer;
-    if (r->type == REDIS_REPLY_STRING)
-        return strtoll(r->str, NULL, 10);
+    *out = redlock__script_inspect(
+        argv, &(redlock__inspect_args){
+                  .name = x->l->members[m].name,
+                  .token_key = redlock__key(&x->l->members[m], REDLOCK__KEY_TOKEN)});
     return 0;
 }
 
 static void read_state(inspect_ctx *x, size_t m, const redisReply *r)
 {
     redlock_member_state *st = &x->states[m];
+    redlock__inspect_reply ir;
     size_t i;
 
-    if (r->type == REDIS_REPLY_ERROR) {
-        st->err = redlock__server_error_code(r->str);
-        redlock__copy_msg(st->message, sizeof(st->message), r->str);
-        return;
-    }
-    /* PTTL is -2 (absent), -1 (no expiry) or a duration: anything else
-     * would leak out of remaining_ttl() as a meaningless value. */
-    if (r->type != REDIS_REPLY_ARRAY || r->elements < 2 || r->elements % 2 != 0 ||
-        r->element[0]->type != REDIS_REPLY_INTEGER || r->element[0]->integer < -2) {
-        st->err = REDLOCK_EPROTO;
-        redlock__copy_msg(st->message, sizeof(st->message), "unexpected reply to inspect");
+    redlock__parse_inspect(r, &ir);
+    if (ir.kind != REDLOCK__REPLY_DONE) {
+        st->err = ir.err;
+        redlock__copy_msg(st->message, sizeof(st->message), ir.message);
         return;
     }
     st->reachable = 1;
-    st->pttl_ms = r->element[0]->integer;
+    st->pttl_ms = ir.pttl_ms;
     st->exists = st->pttl_ms != -2;
-    st->token = (uint64_t)parse_i64(r->element[1]);
-    st->holders = (r->elements - 2) / 2;
-    for (i = 2; i + 1 < r->elements; i += 2) {
-        const redisReply *f = r->element[i];
+    st->token = ir.token;
+    st->holders = ir.holders;
+    for (i = 0; i < ir.holders; i++) {
+        const redisReply *f = ir.pairs[2 * i];
 
         if (f->type != REDIS_REPLY_STRING)
             continue;
-        if (i == 2) {
+        if (i == 0) {
             redlock__copy_msg(st->holder, sizeof(st->holder), f->str);
-            st->hold_count = parse_i64(r->element[i + 1]);
+            st->hold_count = redlock__reply_i64(ir.pairs[2 * i + 1]);
         }
         if (x->field && strcmp(f->str, x->field) == 0)
-            x->owner_count[m] = parse_i64(r->element[i + 1]);
+            x->owner_count[m] = redlock__reply_i64(ir.pairs[2 * i + 1]);
     }
 }
 
@@ -121,7 +109,7 @@ static int inspect_members(redlock_lock *l, size_t only, const char *field,
         if (owner_count)
             owner_count[m] = 0;
     }
-    rc = redlock__plan_build(&p, l, include, REDLOCK__SCRIPT_INSPECT, 2, 2, fill_inspect, &x,
+    rc = redlock__plan_build(&p, l, include, fill_inspect, &x,
                              c->tp.ops->now_ns(c->tp.ctx) + inspect_timeout_ns(c));
     if (rc)
         return rc;
@@ -281,15 +269,18 @@ typedef struct force_ctx {
     char why[128];              /* the first failure, for the message */
 } force_ctx;
 
-static int fill_force(void *ud, size_t m, const char **argv, char **owned)
+static int fill_force(void *ud, size_t m, const char **argv, char **owned,
+                      redlock__script_call *out)
 {
     force_ctx *f = ud;
+    const redlock__lock_member *mem = &f->l->members[m];
 
     (void)owned;
-    argv[0] = f->l->members[m].name;
-    argv[1] = redlock__key(&f->l->members[m], REDLOCK__KEY_CHANNEL);
-    argv[2] = redlock__key(&f->l->members[m], REDLOCK__KEY_GEN);
-    argv[3] = REDLOCK__RELEASE_MSG;
+    *out = redlock__script_force_release(
+        argv, &(redlock__force_release_args){.name = mem->name,
+                                             .channel = redlock__key(mem, REDLOCK__KEY_CHANNEL),
+                                             .gen_key = redlock__key(mem, REDLOCK__KEY_GEN),
+                                             .message = REDLOCK__RELEASE_MSG});
     return 0;
 }
 
@@ -297,16 +288,20 @@ static int on_force_reply(void *ud, size_t batch, size_t call, int err, const ch
                           redisReply *r)
 {
     force_ctx *f = ud;
+    redlock__script_reply sr;
 
     (void)batch, (void)call;
-    /* The script answers 1 or 0; anything else is not an answer. */
-    if (!err && r->type == REDIS_REPLY_INTEGER && (r->integer == 0 || r->integer == 1)) {
+    if (err) {
+        sr.kind = REDLOCK__REPLY_ERROR;
+        sr.message = msg;
+    } else {
+        redlock__parse_force_release(r, &sr);
+    }
+    if (sr.kind == REDLOCK__REPLY_DONE) {
         f->answered++;
-        f->deleted += r->integer == 1;
+        f->deleted += sr.deleted;
     } else if (!f->why[0]) {
-        redlock__copy_msg(f->why, sizeof(f->why),
-                          err ? msg : r->type == REDIS_REPLY_ERROR ? r->str
-                                                                   : "unexpected reply");
+        redlock__copy_msg(f->why, sizeof(f->why), sr.message);
     }
     return 0;
 }
@@ -324,7 +319,7 @@ int redlock_force_unlock(redlock_lock *l, size_t *released)
     f.l = l;
     f.answered = f.deleted = 0;
     f.why[0] = '\0';
-    rc = redlock__plan_build(&p, l, NULL, REDLOCK__SCRIPT_FORCE_RELEASE, 3, 4, fill_force, &f,
+    rc = redlock__plan_build(&p, l, NULL, fill_force, &f,
                              c->tp.ops->now_ns(c->tp.ctx) + inspect_timeout_ns(c));
     if (rc)
         return rc;
@@ -348,23 +343,23 @@ static int on_fenced_reply(void *ud, size_t batch, size_t call, int err, const c
                            redisReply *r)
 {
     fenced_ctx *f = ud;
+    redlock__script_reply sr;
 
     (void)batch, (void)call;
     if (err) {
         f->rc = err;
         redlock__copy_msg(f->msg, sizeof(f->msg), msg);
-    } else if (r->type == REDIS_REPLY_INTEGER && r->integer == 1) {
+        return 0;
+    }
+    redlock__parse_fenced_set(r, &sr);
+    if (sr.kind == REDLOCK__REPLY_DONE) {
         f->rc = REDLOCK_OK;
-    } else if (r->type == REDIS_REPLY_ARRAY && r->elements == 2 &&
-               r->element[1]->type == REDIS_REPLY_STRING) {
+    } else if (sr.kind == REDLOCK__REPLY_STALE) {
         f->rc = REDLOCK_ESTALE_TOKEN;
-        snprintf(f->msg, sizeof(f->msg), "token is older than %s", r->element[1]->str);
-    } else if (r->type == REDIS_REPLY_ERROR) {
-        f->rc = redlock__server_error_code(r->str);
-        redlock__copy_msg(f->msg, sizeof(f->msg), r->str);
+        snprintf(f->msg, sizeof(f->msg), "token is older than %s", sr.message);
     } else {
-        f->rc = REDLOCK_EPROTO;
-        redlock__copy_msg(f->msg, sizeof(f->msg), "unexpected reply to fenced_set");
+        f->rc = sr.err;
+        redlock__copy_msg(f->msg, sizeof(f->msg), sr.message);
     }
     return 0;
 }
@@ -373,8 +368,9 @@ int redlock_fenced_set(redlock_client *c, size_t node, const char *key, const ch
                        size_t value_len, uint64_t token)
 {
     char tok[24];
-    const char *argv[3];
-    size_t lens[3];
+    const char *argv[REDLOCK__SCRIPT_MAX_ARGS];
+    size_t lens[REDLOCK__SCRIPT_MAX_ARGS];
+    redlock__script_call sc;
     redlock__call call;
     redlock__batch b;
     fenced_ctx f = {REDLOCK_ETIMEOUT, "no reply"};
@@ -384,13 +380,13 @@ int redlock_fenced_set(redlock_client *c, size_t node, const char *key, const ch
     if (node >= c->n_nodes)
         return redlock__fail(REDLOCK_EINVAL, "node %zu out of range", node);
     snprintf(tok, sizeof(tok), "%llu", (unsigned long long)token);
-    argv[0] = key;
-    argv[1] = value ? value : "";
-    argv[2] = tok;
+    sc = redlock__script_fenced_set(
+        argv, &(redlock__fenced_set_args){.key = key, .value = value ? value : "", .token = tok});
+    /* The value is binary: its length is given, not found by strlen. */
     lens[0] = strlen(key);
     lens[1] = value_len;
     lens[2] = strlen(tok);
-    call = (redlock__call){REDLOCK__SCRIPT_FENCED_SET, 1, 3, argv, lens};
+    call = (redlock__call){sc.script, sc.nkeys, sc.argc, argv, lens};
     b = (redlock__batch){node, &call, 1,
                          c->tp.ops->now_ns(c->tp.ctx) + inspect_timeout_ns(c), 0};
     redlock__fanout(c, &b, 1, on_fenced_reply, &f);

@@ -14,6 +14,7 @@
 #include "transport/net.h"
 #include "transport/resolve.h"
 #include "transport/transport.h"
+#include "resp/script.h"
 #include "lock/keys.h"
 #include "lock/retry.h"
 
@@ -74,7 +75,7 @@ typedef enum redlock__hold_state {
 
 /* A request id (32 hex digits), also the generation of the hold a fresh
  * grant made: release.lua only drops a hold of its own generation. */
-#define REDLOCK__GEN_LEN 32
+#define REDLOCK__GEN_LEN REDLOCK__SCRIPT_GEN_LEN
 #define REDLOCK__GEN_KEEP 4
 typedef char redlock__gen[REDLOCK__GEN_LEN + 1];
 /* The generations a hold may have on one member: the grant that made it

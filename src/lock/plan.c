@@ -23,8 +23,8 @@ void redlock__plan_free(redlock__plan *p)
 }
 
 int redlock__plan_build(redlock__plan *p, const redlock_lock *l,
-                        const unsigned char *include, int script, int nkeys, int argc,
-                        redlock__plan_fill fill, void *ud, int64_t deadline_ns)
+                        const unsigned char *include, redlock__plan_fill fill, void *ud,
+                        int64_t deadline_ns)
 {
     size_t m, node, k = 0, count = 0;
 
@@ -50,16 +50,17 @@ int redlock__plan_build(redlock__plan *p, const redlock_lock *l,
 
         for (m = 0; m < l->n; m++) {
             const char **argv = &p->argv[k * REDLOCK__MAX_CALL_ARGS];
+            redlock__script_call sc;
 
             if (l->members[m].node != node || (include && !include[m]))
                 continue;
-            if (fill(ud, m, argv, &p->owned[k]) != 0) {
+            if (fill(ud, m, argv, &p->owned[k], &sc) != 0) {
                 redlock__plan_free(p);
                 return redlock__fail(REDLOCK_ENOMEM, "out of memory");
             }
-            p->calls[k].script = script;
-            p->calls[k].nkeys = nkeys;
-            p->calls[k].argc = argc;
+            p->calls[k].script = sc.script;
+            p->calls[k].nkeys = sc.nkeys;
+            p->calls[k].argc = sc.argc;
             p->calls[k].argv = argv;
             p->member[k] = m;
             k++;

@@ -18,17 +18,16 @@ typedef struct redlock__plan {
     char **owned;              /* per call: a string the plan frees */
 } redlock__plan;
 
-/* Fills argv for member m (up to REDLOCK__MAX_CALL_ARGS entries); may set
- * *owned to a heap string used in argv, which the plan frees. Returns 0,
- * or -1 when out of memory. */
+/* Builds member m's call with one of the resp/script.h builders into argv
+ * (REDLOCK__MAX_CALL_ARGS entries); may set *owned to a heap string used
+ * in argv, which the plan frees. Returns 0, or -1 when out of memory. */
 typedef int (*redlock__plan_fill)(void *ud, size_t m, const char **argv,
-                                   char **owned);
+                                   char **owned, redlock__script_call *out);
 
-/* Plans `script` for the members with include[m] != 0 (NULL: all). */
+/* Plans one call per member with include[m] != 0 (NULL: all). */
 int redlock__plan_build(redlock__plan *p, const redlock_lock *l,
-                        const unsigned char *include, int script, int nkeys,
-                        int argc, redlock__plan_fill fill, void *ud,
-                        int64_t deadline_ns);
+                        const unsigned char *include, redlock__plan_fill fill,
+                        void *ud, int64_t deadline_ns);
 void redlock__plan_free(redlock__plan *p);
 
 static inline size_t redlock__plan_member(const redlock__plan *p, size_t batch,

@@ -1,22 +1,17 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* One acquire attempt over every member, and releases (quorum.c). */
+/* One acquire attempt over every member (quorum.c); releases are in
+ * release.h. */
 #ifndef REDLOCK_LOCK_QUORUM_H
 #define REDLOCK_LOCK_QUORUM_H
 
 #include "lock/internal.h"
+#include "lock/release.h"
 
 
 /* reentry: the owner holds the lock through this handle; otherwise a field
  * of the owner found on a member is a leftover to replace, never re-entered. */
 int redlock__attempt(redlock_lock *l, const char *field, int64_t lease_ms, int reentry,
                      redlock__attempt_result *res);
-/* Releases one hold on every member; drop_all drops every hold of field.
- * gens holds, per member, the generations the hold may have there (NULL:
- * unknown, any hold of field is released). *released gets members that released,
- * *decremented those that answered "still held". */
-int redlock__release_members(redlock_lock *l, const char *field, const redlock__gens *gens,
-                             int64_t lease_ms, int drop_all, int64_t give_up_ns,
-                             int *released, int *decremented, int *not_held);
 
 /* Re-acquires the included members (their keys vanished) without counting
  * them; used by the watchdog to restore the fault margin. The hold of field

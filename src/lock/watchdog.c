@@ -21,11 +21,10 @@
 #include "lock/quorum.h"
 #include "lock/retry.h"
 #include "lock/internal.h"
-#include "resp/scripts.h"
+#include "resp/script.h"
 
 #define PENDING_RETRY_MS 100
 #define PENDING_MAX_BACKOFF_MS 3200
-#define MAX_CALL_ARGS 10
 
 
 /* A member's answer to its renewal. */
@@ -72,18 +71,6 @@ typedef struct tick {
     unsigned char probe_heard[REDLOCK__MAX_NODES];
     size_t n_probes;
 } tick;
-
-/* The retry queue tells the watchdog thread a call was queued or a node
- * is back. It may run inside a fan-out's reply callback, so it takes no
- * mutex (a transport may hold its own while calling back, and the watchdog
- * thread reads the transport's clock under wd.mu). A wake-up lost to the
- * race costs at most the sleep the thread had planned, one back-off. */
-static void wake_watchdog(void *ud)
-{
-    redlock__watchdog *wd = ud;
-
-    pthread_cond_broadcast(&wd->cond);
-}
 
 static int node_silent(void *ud, size_t node)
 {
@@ -230,7 +217,7 @@ static int build(redlock_client *c, tick *t, int64_t deadline)
         total += t->held[i].l->n;
     t->calls = calloc(total ? total : 1, sizeof(redlock__call));
     t->tags = calloc(total ? total : 1, sizeof(tick_call));
-    t->argv = calloc((total ? total : 1) * 4, sizeof(char *));
+    t->argv = calloc((total ? total : 1) * REDLOCK__SCRIPT_MAX_ARGS, sizeof(char *));
     t->batches = calloc(c->n_nodes, sizeof(redlock__batch));
     t->batch_start = calloc(c->n_nodes, sizeof(size_t));
     t->pending_done = calloc(t->n_pending ? t->n_pending : 1, 1);
@@ -245,15 +232,18 @@ static int build(redlock_client *c, tick *t, int64_t deadline)
             size_t m;
 
             for (m = 0; m < h->l->n; m++) {
-                const char **argv = &t->argv[k * 4];
+                const char **argv = &t->argv[k * REDLOCK__SCRIPT_MAX_ARGS];
 
                 if (h->l->members[m].node != node)
                     continue;
-                argv[0] = h->l->members[m].name;
-                argv[1] = redlock__key(&h->l->members[m], REDLOCK__KEY_GEN);
-                argv[2] = h->lease;
-                argv[3] = h->field;
-                t->calls[k] = (redlock__call){REDLOCK__SCRIPT_RENEW, 2, 4, argv, NULL};
+                redlock__script_call sc = redlock__script_renew(
+                    argv, &(redlock__renew_args){
+                              .name = h->l->members[m].name,
+                              .gen_key = redlock__key(&h->l->members[m], REDLOCK__KEY_GEN),
+                              .lease_ms = h->lease,
+                              .field = h->field});
+
+                t->calls[k] = (redlock__call){sc.script, sc.nkeys, sc.argc, argv, NULL};
                 t->tags[k].h = h;
                 t->tags[k].member = m;
                 k++;
@@ -288,6 +278,7 @@ static int on_tick_reply(void *ud, size_t batch, size_t call, int err, const cha
 {
     tick *t = ud;
     tick_call *tag = &t->tags[t->batch_start[batch] + call];
+    redlock__script_reply sr;
 
     (void)msg;
     if (tag->probe) {
@@ -301,18 +292,26 @@ static int on_tick_reply(void *ud, size_t batch, size_t call, int err, const cha
             t->pending_done[tag->member] = 1;
         return 0;
     }
-    if (err || r->type != REDIS_REPLY_INTEGER) {
-        tag->h->member_answer[tag->member] = ANSWER_FAILED;
-        tag->h->failed++;
-    } else if (r->integer == 1) {
+    if (err)
+        sr.kind = REDLOCK__REPLY_ERROR;
+    else
+        redlock__parse_renew(r, &sr);
+    switch (sr.kind) {
+    case REDLOCK__REPLY_RENEWED:
         tag->h->member_answer[tag->member] = ANSWER_RENEWED;
         tag->h->genuine++;
-    } else if (r->integer == -2) {
+        break;
+    case REDLOCK__REPLY_VANISHED:
         tag->h->member_answer[tag->member] = ANSWER_VANISHED;
         tag->h->vanished++;
-    } else {
+        break;
+    case REDLOCK__REPLY_OTHER:
         tag->h->member_answer[tag->member] = ANSWER_OTHER;
         tag->h->other++;
+        break;
+    default:
+        tag->h->member_answer[tag->member] = ANSWER_FAILED;
+        tag->h->failed++;
     }
     return 0;
 }
@@ -524,97 +523,4 @@ int redlock__watchdog_flush(redlock_client *c, int timeout_ms)
         return redlock__fail(REDLOCK_ETIMEOUT, "%zu calls still unanswered after %d ms", left,
                              timeout_ms);
     return REDLOCK_OK;
-}
-
-/* The next moment anything is due. Called with wd->mu held. */
-static int64_t next_due(redlock_client *c)
-{
-    int64_t next = INT64_MAX;
-    int64_t retry = redlock__retry_next_due(&c->retry);
-    redlock_lock *l;
-
-    for (l = c->wd.holds; l; l = l->wd_next) {
-        pthread_mutex_lock(&l->mu);
-        if (l->state == REDLOCK__HELD && l->watchdog && l->next_renew_ns < next)
-            next = l->next_renew_ns;
-        pthread_mutex_unlock(&l->mu);
-    }
-    return retry < next ? retry : next;
-}
-
-static void *watchdog_main(void *arg)
-{
-    redlock_client *c = arg;
-    redlock__watchdog *wd = &c->wd;
-
-    pthread_mutex_lock(&wd->mu);
-    while (!wd->closing) {
-        int64_t next = next_due(c), now = c->tp.ops->now_ns(c->tp.ctx);
-
-        if (next <= now) {
-            pthread_mutex_unlock(&wd->mu);
-            redlock__watchdog_tick(c);
-            pthread_mutex_lock(&wd->mu);
-            continue;
-        }
-        if (next == INT64_MAX) {
-            pthread_cond_wait(&wd->cond, &wd->mu);
-        } else {
-            struct timespec ts;
-
-            /* The fake transport's clock is virtual; the real one is
-             * CLOCK_MONOTONIC, which the condition variable uses too. */
-            if (c->tp.ops->now_ns != redlock__net_ops.now_ns)
-                next = redlock__now_ns() + (next - now);
-            ts = redlock__timespec(next);
-            pthread_cond_timedwait(&wd->cond, &wd->mu, &ts);
-        }
-    }
-    pthread_mutex_unlock(&wd->mu);
-    return NULL;
-}
-
-int redlock__watchdog_start(redlock_client *c)
-{
-    redlock__watchdog *wd = &c->wd;
-    pthread_condattr_t ca;
-
-    pthread_mutex_init(&wd->mu, NULL);
-    pthread_mutex_init(&wd->run_mu, NULL);
-    pthread_condattr_init(&ca);
-    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-    pthread_cond_init(&wd->cond, &ca);
-    pthread_condattr_destroy(&ca);
-    redlock__retry_init(&c->retry, wake_watchdog, wd);
-    if (pthread_create(&wd->thread, NULL, watchdog_main, c) != 0) {
-        redlock__retry_destroy(&c->retry);
-        pthread_mutex_destroy(&wd->mu);
-        pthread_mutex_destroy(&wd->run_mu);
-        pthread_cond_destroy(&wd->cond);
-        return redlock__fail(REDLOCK_ENOMEM, "cannot start the watchdog thread");
-    }
-    wd->running = 1;
-    return REDLOCK_OK;
-}
-
-void redlock__watchdog_stop(redlock_client *c)
-{
-    redlock__watchdog *wd = &c->wd;
-
-    if (!wd->running)
-        return;
-    pthread_mutex_lock(&wd->mu);
-    wd->closing = 1;
-    pthread_cond_broadcast(&wd->cond);
-    pthread_mutex_unlock(&wd->mu);
-    pthread_join(wd->thread, NULL);
-    wd->running = 0;
-    /* Nothing is sent in the background any more: what is queued now is
-     * only flushed (redlock_client_free) or dropped. */
-    pthread_mutex_lock(&c->retry.mu);
-    c->retry.wake = NULL;
-    pthread_mutex_unlock(&c->retry.mu);
-    pthread_mutex_destroy(&wd->mu);
-    pthread_mutex_destroy(&wd->run_mu);
-    pthread_cond_destroy(&wd->cond);
 }

@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* The watchdog thread: renewals, loss verdicts, background delivery (watchdog.c). */
+/* The watchdog: renewals, loss verdicts, background delivery (watchdog.c),
+ * run by its thread (watchdog_thread.c). */
 #ifndef REDLOCK_LOCK_WATCHDOG_H
 #define REDLOCK_LOCK_WATCHDOG_H
 

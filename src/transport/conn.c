@@ -23,6 +23,7 @@
 #include <unistd.h>
 
 #include "core/error.h"
+#include "resp/script.h"
 #include "resp/scripts.h"
 #include "transport/reader.h"
 #include "transport/resolve.h"
@@ -494,54 +495,18 @@ int redlock__conn_io(redlock__conn *c, short revents)
 
 int redlock__queue_call(redlock__conn *c, const redlock__call *call, int fallback)
 {
-    const char *argv[REDLOCK__MAX_CALL_ARGS + 3];
-    size_t lens[REDLOCK__MAX_CALL_ARGS + 3];
-    char nkeys[12];
-    int argc = 0, i, len;
     char *cmd = NULL;
+    int len, rc;
 
     if (call->argc > REDLOCK__MAX_CALL_ARGS)
         return REDLOCK_EINVAL;
-    if (call->script >= 0) {
-        const redlock__script *s = &redlock__scripts[call->script];
-
-        argv[argc] = fallback ? "EVAL" : "EVALSHA";
-        lens[argc++] = fallback ? 4 : 7;
-        argv[argc] = fallback ? s->body : s->sha1;
-        lens[argc++] = fallback ? s->len : 40;
-        snprintf(nkeys, sizeof(nkeys), "%d", call->nkeys);
-        argv[argc] = nkeys;
-        lens[argc++] = strlen(nkeys);
-    }
-    for (i = 0; i < call->argc; i++) {
-        argv[argc] = call->argv[i];
-        lens[argc++] = call->argvlen ? call->argvlen[i] : strlen(call->argv[i]);
-    }
-    len = redisFormatCommandArgv(&cmd, argc, argv, lens);
+    len = redlock__script_format(&cmd, call->script, call->nkeys, call->argc, call->argv,
+                                 call->argvlen, fallback);
     if (len < 0)
         return REDLOCK_ENOMEM;
-    i = redlock__conn_queue(c, cmd, (size_t)len);
+    rc = redlock__conn_queue(c, cmd, (size_t)len);
     redisFreeCommand(cmd);
-    return i;
-}
-
-int redlock__server_error_code(const char *msg)
-{
-    static const struct {
-        const char *prefix;
-        int code;
-    } map[] = {
-        {"LOADING", REDLOCK_ELOADING},   {"READONLY", REDLOCK_EREADONLY},
-        {"OOM", REDLOCK_EOOM},           {"NOAUTH", REDLOCK_EAUTH},
-        {"WRONGPASS", REDLOCK_EAUTH},    {"NOPERM", REDLOCK_EAUTH},
-        {"WRONGTYPE", REDLOCK_ECONFIG},
-    };
-    size_t i;
-
-    for (i = 0; i < sizeof(map) / sizeof(map[0]); i++)
-        if (strncmp(msg, map[i].prefix, strlen(map[i].prefix)) == 0)
-            return map[i].code;
-    return REDLOCK_ESERVER;
+    return rc;
 }
 
 /* Once AUTH is answered it has long been written: its bytes, still at the

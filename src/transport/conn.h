@@ -96,7 +96,4 @@ void redlock__conn_abandon(redlock__conn *c, unsigned unanswered);
 
 void redlock__conn_close(redlock__conn *c);
 
-/* Maps a server error reply ("-LOADING ...") to a redlock error code. */
-int redlock__server_error_code(const char *msg);
-
 #endif

@@ -11,10 +11,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
-struct redisReply;
+#include "resp/script.h" /* REDLOCK__MAX_CALL_ARGS */
 
-/* The most arguments (keys included) one call may carry. */
-#define REDLOCK__MAX_CALL_ARGS 16
+struct redisReply;
 
 /* One command: a script call (EVALSHA, falling back to EVAL on NOSCRIPT)
  * or, with script < 0, a plain command whose argv[0] is its name. */

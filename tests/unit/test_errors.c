@@ -7,7 +7,7 @@
 
 #include "core/error.h"
 #include "redlock/redlock.h"
-#include "transport/conn.h"
+#include "resp/script.h"
 
 START_TEST(every_code_has_name_and_message)
 {

@@ -1,0 +1,364 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * The fan-outs whose answers are "done", "another hold remains" or "not
+ * held": releases, the abort of a failed attempt, and fencing phase 2.
+ * None of them waits on a silent node: what does not answer in time is
+ * retried in the background.
+ */
+#include "lock/release.h"
+
+#include <hiredis/hiredis.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/error.h"
+#include "core/util.h"
+#include "lock/context.h"
+#include "lock/decide.h"
+#include "lock/health.h"
+#include "lock/hold.h"
+#include "lock/plan.h"
+#include "lock/retry.h"
+#include "resp/script.h"
+
+void redlock__note_failure(redlock_member_report *r, int err, const char *msg)
+{
+    r->outcome = err == REDLOCK_ETIMEOUT ? REDLOCK_MEMBER_TIMEOUT : REDLOCK_MEMBER_ERROR;
+    r->err = err;
+    redlock__copy_msg(r->message, sizeof(r->message), msg);
+}
+
+typedef struct simple_ctx {
+    redlock_lock *l;
+    const char *field;
+    const char *request_id;
+    const char *token;
+    char lease[24];
+    char latch_ms[24];
+    const char *drop_all;
+    redlock__gens_text *gens;   /* release: per member, NULL when unknown */
+    const redlock__plan *plan;
+    int ok, other, not_held, failed;
+    unsigned char *answered;    /* per member: a simple_answer */
+    redlock_member_report *rep;
+    int stop_at;                /* > 0: end once this many confirm (or cannot) */
+    int pending;                /* calls not answered yet, with stop_at */
+} simple_ctx;
+
+/* How a member answered a release, an abort or a fence store. */
+typedef enum simple_answer {
+    SIMPLE_NONE = 0,            /* not heard from */
+    SIMPLE_DONE,                /* our hold changed */
+    SIMPLE_FAILED,              /* no definitive answer: retried */
+    SIMPLE_OTHER                /* another hold (or count) remains */
+} simple_answer;
+
+/* Abort and release share their keys and first arguments; a release adds
+ * what to drop and the generation of the hold it drops. */
+static redlock__script_call build_release(const simple_ctx *s, size_t m, const char **argv,
+                                          const char *latch_key, int abort)
+{
+    const redlock__lock_member *mem = &s->l->members[m];
+    redlock__release_args r = {.name = mem->name,
+                               .channel = redlock__key(mem, REDLOCK__KEY_CHANNEL),
+                               .latch_key = latch_key,
+                               .gen_key = redlock__key(mem, REDLOCK__KEY_GEN),
+                               .message = REDLOCK__RELEASE_MSG,
+                               .lease_ms = s->lease,
+                               .field = s->field,
+                               .latch_ms = s->latch_ms,
+                               .drop_all = s->drop_all,
+                               .gens = s->gens ? s->gens[m] : ""};
+
+    return abort ? redlock__script_abort(argv, &r) : redlock__script_release(argv, &r);
+}
+
+static int fill_abort(void *ud, size_t m, const char **argv, char **owned,
+                      redlock__script_call *out)
+{
+    simple_ctx *s = ud;
+
+    *owned = redlock__latch_key(&s->l->members[m], s->request_id);
+    *out = build_release(s, m, argv, *owned, 1);
+    return *owned ? 0 : -1;
+}
+
+static int fill_release(void *ud, size_t m, const char **argv, char **owned,
+                        redlock__script_call *out)
+{
+    simple_ctx *s = ud;
+
+    *owned = redlock__latch_key(&s->l->members[m], s->request_id);
+    *out = build_release(s, m, argv, *owned, 0);
+    return *owned ? 0 : -1;
+}
+
+static int fill_fence(void *ud, size_t m, const char **argv, char **owned,
+                      redlock__script_call *out)
+{
+    simple_ctx *s = ud;
+
+    (void)owned;
+    *out = redlock__script_fence_store(
+        argv, &(redlock__fence_store_args){
+                  .name = s->l->members[m].name,
+                  .token_key = redlock__key(&s->l->members[m], REDLOCK__KEY_TOKEN),
+                  .field = s->field,
+                  .token = s->token});
+    return 0;
+}
+
+/* Release, abort and fence-store replies. */
+static int on_simple_reply(void *ud, size_t batch, size_t call, int err,
+                           const char *msg, redisReply *r)
+{
+    simple_ctx *s = ud;
+    size_t m = redlock__plan_member(s->plan, batch, call);
+    redlock_member_report *rep = s->rep ? &s->rep[m] : NULL;
+    redlock__script_reply sr;
+
+    if (err) {
+        sr.kind = REDLOCK__REPLY_ERROR;
+        sr.err = err;
+        sr.message = msg;
+    } else {
+        redlock__parse_release(r, &sr);
+    }
+    switch (sr.kind) {
+    case REDLOCK__REPLY_DONE:
+        s->answered[m] = SIMPLE_DONE;
+        s->ok++;
+        break;
+    case REDLOCK__REPLY_OTHER:
+        s->answered[m] = SIMPLE_OTHER;
+        s->other++;
+        break;
+    case REDLOCK__REPLY_NOT_HELD:
+        s->answered[m] = SIMPLE_DONE;
+        s->not_held++;
+        break;
+    default:
+        s->answered[m] = SIMPLE_FAILED;
+        s->failed++;
+        break;
+    }
+    if (rep)
+        switch (s->answered[m]) {
+        case SIMPLE_FAILED:
+            redlock__note_failure(rep, sr.err, sr.message);
+            break;
+        default:
+            rep->outcome = sr.kind == REDLOCK__REPLY_NOT_HELD ? REDLOCK_MEMBER_NOT_HELD
+                                                              : REDLOCK_MEMBER_GRANTED;
+        }
+    s->pending--;
+    return s->stop_at > 0 && redlock__fanout_settled(s->ok, s->pending, s->stop_at);
+}
+
+/* Hands members that did not answer to the background, so the caller
+ * never waits on a dead node. */
+static size_t defer_unanswered(redlock_lock *l, const redlock__plan *p,
+                               const unsigned char *answered, int64_t give_up_ns)
+{
+    size_t k, deferred = 0;
+
+    for (k = 0; k < p->n; k++) {
+        size_t m = p->member[k];
+
+        if (answered[m] == SIMPLE_DONE || answered[m] == SIMPLE_OTHER)
+            continue;
+        redlock__retry_queue(&l->client->retry, l->client->tp.ops->now_ns(l->client->tp.ctx),
+                             l->members[m].node, p->calls[k].script, p->calls[k].nkeys,
+                             p->calls[k].argc, p->calls[k].argv, give_up_ns);
+        deferred++;
+    }
+    return deferred;
+}
+
+/*
+ * An abort to a silent node (see health.c) is sent but not waited for:
+ * waiting would add a node timeout to every failed attempt while a node is
+ * down. It goes out on the same connection as the acquire it undoes, so
+ * the node runs the two in order even if this process exits first; if no
+ * answer comes, the background retries it like any unanswered release. Members
+ * merely not heard from when an early decision was taken are healthy as far
+ * as anyone knows, and are waited for as usual, so a failed attempt leaves
+ * nothing behind on them.
+ */
+static void skip_waiting_for_silent(redlock_client *c, redlock__plan *p, int64_t now)
+{
+    size_t b;
+
+    for (b = 0; b < p->nb; b++)
+        if (redlock__node_silent(c, p->batches[b].node))
+            p->batches[b].deadline_ns = now;
+}
+
+/*
+ * A release for a silent node is not sent by the caller at all, only
+ * queued for the background, which sends one probe at a time until the
+ * node answers and then everything once: sending it here too would make
+ * the woken node run every release twice. It may now reach the node
+ * before an acquire of the same hold still waiting in another socket
+ * there; release.lua leaves a tombstone for that acquire. Moves the
+ * silent nodes' batches behind the others and returns how many batches
+ * remain to send.
+ */
+static size_t leave_silent_to_background(redlock_client *c, redlock__plan *p,
+                                         redlock_member_report *rep)
+{
+    size_t b, k, keep = p->nb;
+
+    for (b = 0; b < keep;) {
+        if (!redlock__node_silent(c, p->batches[b].node)) {
+            b++;
+            continue;
+        }
+        keep--;
+        redlock__batch tb = p->batches[b];
+        size_t ts = p->batch_start[b];
+
+        p->batches[b] = p->batches[keep];
+        p->batch_start[b] = p->batch_start[keep];
+        p->batches[keep] = tb;
+        p->batch_start[keep] = ts;
+    }
+    for (b = keep; rep && b < p->nb; b++)
+        for (k = 0; k < p->batches[b].ncalls; k++)
+            redlock__note_failure(&rep[redlock__plan_member(p, b, k)], REDLOCK_ETIMEOUT,
+                         "node silent since a request timed out; released in the background");
+    return keep;
+}
+
+/* Aborts and releases never wait for a connection's set-up beyond the
+ * node timeout: what does not answer in time is retried in the
+ * background. */
+static void make_strict(redlock__plan *p)
+{
+    size_t b;
+
+    for (b = 0; b < p->nb; b++)
+        p->batches[b].strict = 1;
+}
+
+void redlock__abort_members(redlock_lock *l, const char *field, const char *request_id,
+                            int64_t lease_ms, const unsigned char *include)
+{
+    redlock_client *c = l->client;
+    simple_ctx s;
+    redlock__plan p;
+    unsigned char *answered = calloc(l->n, 1);
+    int64_t now = c->tp.ops->now_ns(c->tp.ctx);
+
+    if (!answered)
+        return;
+    memset(&s, 0, sizeof(s));
+    s.l = l;
+    s.field = field;
+    s.request_id = request_id;
+    s.drop_all = "0";
+    s.answered = answered;
+    redlock__fmt_i64(s.lease, sizeof(s.lease), lease_ms);
+    redlock__fmt_i64(s.latch_ms, sizeof(s.latch_ms), lease_ms);
+    if (redlock__plan_build(&p, l, include, fill_abort, &s,
+                            now + redlock__node_timeout_ns(c, lease_ms)) != REDLOCK_OK)
+        goto out;
+    skip_waiting_for_silent(c, &p, now);
+    make_strict(&p);
+    s.plan = &p;
+    redlock__fanout(c, p.batches, p.nb, on_simple_reply, &s);
+    defer_unanswered(l, &p, answered, now + lease_ms * REDLOCK__NS_PER_MS);
+    redlock__plan_free(&p);
+out:
+    free(answered);
+}
+
+int redlock__fence_store(redlock_lock *l, const char *field, uint64_t token,
+                         const unsigned char *include, int64_t lease_ms, int64_t valid_until_ns)
+{
+    redlock_client *c = l->client;
+    simple_ctx s;
+    redlock__plan p;
+    char tok[24];
+    unsigned char *answered = calloc(l->n, 1);
+    int64_t deadline_ns = c->tp.ops->now_ns(c->tp.ctx) + redlock__node_timeout_ns(c, lease_ms);
+    int confirmed = 0;
+
+    if (!answered)
+        return 0;
+    memset(&s, 0, sizeof(s));
+    snprintf(tok, sizeof(tok), "%llu", (unsigned long long)token);
+    s.l = l;
+    s.field = field;
+    s.token = tok;
+    s.answered = answered;
+    s.stop_at = l->quorum;
+    if (deadline_ns > valid_until_ns)
+        deadline_ns = valid_until_ns;
+    if (redlock__plan_build(&p, l, include, fill_fence, &s, deadline_ns) != REDLOCK_OK)
+        goto out;
+    s.plan = &p;
+    s.pending = (int)p.n;
+    redlock__fanout(c, p.batches, p.nb, on_simple_reply, &s);
+    confirmed = s.ok;
+    redlock__plan_free(&p);
+out:
+    free(answered);
+    return confirmed;
+}
+
+
+int redlock__release_members(redlock_lock *l, const char *field, const redlock__gens *gens,
+                             int64_t lease_ms, int drop_all, int64_t give_up_ns,
+                             int *released, int *decremented, int *not_held)
+{
+    redlock_client *c = l->client;
+    simple_ctx s;
+    redlock__plan p;
+    char request_id[33];
+    int64_t now = c->tp.ops->now_ns(c->tp.ctx);
+    size_t m;
+    int rc;
+
+    memset(&s, 0, sizeof(s));
+    redlock__request_id(c, request_id);
+    s.l = l;
+    s.field = field;
+    s.request_id = request_id;
+    s.drop_all = drop_all ? "1" : "0";
+    s.rep = redlock__report_begin(l);
+    s.answered = calloc(l->n, 1);
+    if (gens)
+        s.gens = calloc(l->n, sizeof(*s.gens));
+    if (!s.answered || (gens && !s.gens)) {
+        free(s.answered);
+        free(s.gens);
+        return redlock__fail(REDLOCK_ENOMEM, "out of memory");
+    }
+    for (m = 0; gens && m < l->n; m++)
+        redlock__gens_format(&gens[m], s.gens[m]);
+    redlock__fmt_i64(s.lease, sizeof(s.lease), lease_ms);
+    /* A retried release must find its latch for as long as retries run. */
+    redlock__fmt_i64(s.latch_ms, sizeof(s.latch_ms),
+            (give_up_ns - now) / REDLOCK__NS_PER_MS + 1000);
+    rc = redlock__plan_build(&p, l, NULL, fill_release, &s,
+                             now + redlock__node_timeout_ns(c, lease_ms));
+    if (rc) {
+        free(s.answered);
+        free(s.gens);
+        return rc;
+    }
+    s.plan = &p;
+    make_strict(&p);
+    redlock__fanout(c, p.batches, leave_silent_to_background(c, &p, s.rep), on_simple_reply, &s);
+    redlock__stat_add(&c->stats.background_releases,
+                      defer_unanswered(l, &p, s.answered, give_up_ns));
+    redlock__plan_free(&p);
+    free(s.answered);
+    free(s.gens);
+    *released = s.ok;
+    *decremented = s.other;
+    *not_held = s.not_held;
+    return REDLOCK_OK;
+}

@@ -1,0 +1,32 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/* Releases, the abort of a failed attempt and fencing phase 2 (release.c). */
+#ifndef REDLOCK_LOCK_RELEASE_H
+#define REDLOCK_LOCK_RELEASE_H
+
+#include "lock/internal.h"
+
+/* Records a member's failure (a timeout or an error) in its report. */
+void redlock__note_failure(redlock_member_report *r, int err, const char *msg);
+
+/* Undoes request_id's grant on every member with include[m] != 0. Silent
+ * nodes are not waited for; what does not answer is retried in the
+ * background until the lease would have run out. */
+void redlock__abort_members(redlock_lock *l, const char *field, const char *request_id,
+                            int64_t lease_ms, const unsigned char *include);
+
+/* Fencing phase 2: stores token on every included member (a straggler may
+ * hold the lock too; the script checks that field still holds it),
+ * deciding as soon as a quorum confirmed or no longer can, and never past
+ * valid_until_ns. Returns the number of confirmations. */
+int redlock__fence_store(redlock_lock *l, const char *field, uint64_t token,
+                         const unsigned char *include, int64_t lease_ms, int64_t valid_until_ns);
+
+/* Releases one hold on every member; drop_all drops every hold of field.
+ * gens holds, per member, the generations the hold may have there (NULL:
+ * unknown, any hold of field is released). *released gets members that released,
+ * *decremented those that answered "still held". */
+int redlock__release_members(redlock_lock *l, const char *field, const redlock__gens *gens,
+                             int64_t lease_ms, int drop_all, int64_t give_up_ns,
+                             int *released, int *decremented, int *not_held);
+
+#endif

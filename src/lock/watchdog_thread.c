@@ -1,0 +1,119 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * The watchdog's thread: it sleeps until the next renewal or background
+ * call is due (or it is woken), then runs one tick (watchdog.c).
+ */
+#include <pthread.h>
+#include <stdint.h>
+#include <time.h>
+
+#include "core/error.h"
+#include "core/util.h"
+#include "lock/internal.h"
+#include "lock/retry.h"
+#include "lock/watchdog.h"
+
+/* The retry queue tells the watchdog thread a call was queued or a node
+ * is back. It may run inside a fan-out's reply callback, so it takes no
+ * mutex (a transport may hold its own while calling back, and the watchdog
+ * thread reads the transport's clock under wd.mu). A wake-up lost to the
+ * race costs at most the sleep the thread had planned, one back-off. */
+static void wake_watchdog(void *ud)
+{
+    redlock__watchdog *wd = ud;
+
+    pthread_cond_broadcast(&wd->cond);
+}
+
+/* The next moment anything is due. Called with wd->mu held. */
+static int64_t next_due(redlock_client *c)
+{
+    int64_t next = INT64_MAX;
+    int64_t retry = redlock__retry_next_due(&c->retry);
+    redlock_lock *l;
+
+    for (l = c->wd.holds; l; l = l->wd_next) {
+        pthread_mutex_lock(&l->mu);
+        if (l->state == REDLOCK__HELD && l->watchdog && l->next_renew_ns < next)
+            next = l->next_renew_ns;
+        pthread_mutex_unlock(&l->mu);
+    }
+    return retry < next ? retry : next;
+}
+
+static void *watchdog_main(void *arg)
+{
+    redlock_client *c = arg;
+    redlock__watchdog *wd = &c->wd;
+
+    pthread_mutex_lock(&wd->mu);
+    while (!wd->closing) {
+        int64_t next = next_due(c), now = c->tp.ops->now_ns(c->tp.ctx);
+
+        if (next <= now) {
+            pthread_mutex_unlock(&wd->mu);
+            redlock__watchdog_tick(c);
+            pthread_mutex_lock(&wd->mu);
+            continue;
+        }
+        if (next == INT64_MAX) {
+            pthread_cond_wait(&wd->cond, &wd->mu);
+        } else {
+            struct timespec ts;
+
+            /* The fake transport's clock is virtual; the real one is
+             * CLOCK_MONOTONIC, which the condition variable uses too. */
+            if (c->tp.ops->now_ns != redlock__net_ops.now_ns)
+                next = redlock__now_ns() + (next - now);
+            ts = redlock__timespec(next);
+            pthread_cond_timedwait(&wd->cond, &wd->mu, &ts);
+        }
+    }
+    pthread_mutex_unlock(&wd->mu);
+    return NULL;
+}
+
+int redlock__watchdog_start(redlock_client *c)
+{
+    redlock__watchdog *wd = &c->wd;
+    pthread_condattr_t ca;
+
+    pthread_mutex_init(&wd->mu, NULL);
+    pthread_mutex_init(&wd->run_mu, NULL);
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(&wd->cond, &ca);
+    pthread_condattr_destroy(&ca);
+    redlock__retry_init(&c->retry, wake_watchdog, wd);
+    if (pthread_create(&wd->thread, NULL, watchdog_main, c) != 0) {
+        redlock__retry_destroy(&c->retry);
+        pthread_mutex_destroy(&wd->mu);
+        pthread_mutex_destroy(&wd->run_mu);
+        pthread_cond_destroy(&wd->cond);
+        return redlock__fail(REDLOCK_ENOMEM, "cannot start the watchdog thread");
+    }
+    wd->running = 1;
+    return REDLOCK_OK;
+}
+
+void redlock__watchdog_stop(redlock_client *c)
+{
+    redlock__watchdog *wd = &c->wd;
+
+    if (!wd->running)
+        return;
+    pthread_mutex_lock(&wd->mu);
+    wd->closing = 1;
+    pthread_cond_broadcast(&wd->cond);
+    pthread_mutex_unlock(&wd->mu);
+    pthread_join(wd->thread, NULL);
+    wd->running = 0;
+    /* Nothing is sent in the background any more: what is queued now is
+     * only flushed (redlock_client_free) or dropped. */
+    pthread_mutex_lock(&c->retry.mu);
+    c->retry.wake = NULL;
+    pthread_mutex_unlock(&c->retry.mu);
+    pthread_mutex_destroy(&wd->mu);
+    pthread_mutex_destroy(&wd->run_mu);
+    pthread_cond_destroy(&wd->cond);
+}

@@ -1,0 +1,324 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+#include "resp/script.h"
+
+#include <hiredis/hiredis.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/error.h"
+
+/* Indexed by redlock__script_id; test_script checks it against lua/. */
+const redlock__script_shape redlock__script_shapes[REDLOCK__SCRIPT_COUNT] = {
+    [REDLOCK__SCRIPT_ACQUIRE] = {3, 1, 5},
+    [REDLOCK__SCRIPT_RENEW] = {2, 0, 2},
+    [REDLOCK__SCRIPT_RELEASE] = {4, 0, 6},
+    [REDLOCK__SCRIPT_ABORT] = {4, 0, 4},
+    [REDLOCK__SCRIPT_FORCE_RELEASE] = {3, 0, 1},
+    [REDLOCK__SCRIPT_FENCE_STORE] = {2, 0, 2},
+    [REDLOCK__SCRIPT_FENCED_SET] = {1, 0, 2},
+    [REDLOCK__SCRIPT_INSPECT] = {2, 0, 0},
+};
+
+/* Copies keys then arguments into argv, in the script's order. */
+static redlock__script_call place(const char **argv, int script, int nkeys,
+                                  const char *const *keys, const char *const *args)
+{
+    const redlock__script_shape *s = &redlock__script_shapes[script];
+    int i;
+
+    for (i = 0; i < nkeys; i++)
+        argv[i] = keys[i];
+    for (i = 0; i < s->nargs; i++)
+        argv[nkeys + i] = args[i];
+    return (redlock__script_call){script, nkeys, nkeys + s->nargs};
+}
+
+redlock__script_call redlock__script_acquire(const char **argv, const redlock__acquire_args *a)
+{
+    const char *keys[] = {a->name, a->latch_key, a->gen_key, a->token_key};
+    const char *args[] = {a->lease_ms, a->field, a->latch_ms, a->request_id, a->fresh_only};
+
+    return place(argv, REDLOCK__SCRIPT_ACQUIRE, a->token_key ? 4 : 3, keys, args);
+}
+
+static redlock__script_call release_like(const char **argv, int script,
+                                         const redlock__release_args *a)
+{
+    const char *keys[] = {a->name, a->channel, a->latch_key, a->gen_key};
+    const char *args[] = {a->message, a->lease_ms, a->field, a->latch_ms,
+                          a->drop_all, a->gens};
+
+    return place(argv, script, 4, keys, args);
+}
+
+redlock__script_call redlock__script_release(const char **argv, const redlock__release_args *a)
+{
+    return release_like(argv, REDLOCK__SCRIPT_RELEASE, a);
+}
+
+redlock__script_call redlock__script_abort(const char **argv, const redlock__release_args *a)
+{
+    return release_like(argv, REDLOCK__SCRIPT_ABORT, a);
+}
+
+redlock__script_call redlock__script_renew(const char **argv, const redlock__renew_args *a)
+{
+    const char *keys[] = {a->name, a->gen_key};
+    const char *args[] = {a->lease_ms, a->field};
+
+    return place(argv, REDLOCK__SCRIPT_RENEW, 2, keys, args);
+}
+
+redlock__script_call redlock__script_fence_store(const char **argv,
+                                                 const redlock__fence_store_args *a)
+{
+    const char *keys[] = {a->name, a->token_key};
+    const char *args[] = {a->field, a->token};
+
+    return place(argv, REDLOCK__SCRIPT_FENCE_STORE, 2, keys, args);
+}
+
+redlock__script_call redlock__script_force_release(const char **argv,
+                                                   const redlock__force_release_args *a)
+{
+    const char *keys[] = {a->name, a->channel, a->gen_key};
+    const char *args[] = {a->message};
+
+    return place(argv, REDLOCK__SCRIPT_FORCE_RELEASE, 3, keys, args);
+}
+
+redlock__script_call redlock__script_inspect(const char **argv, const redlock__inspect_args *a)
+{
+    const char *keys[] = {a->name, a->token_key};
+
+    return place(argv, REDLOCK__SCRIPT_INSPECT, 2, keys, NULL);
+}
+
+redlock__script_call redlock__script_fenced_set(const char **argv,
+                                                const redlock__fenced_set_args *a)
+{
+    const char *keys[] = {a->key};
+    const char *args[] = {a->value, a->token};
+
+    return place(argv, REDLOCK__SCRIPT_FENCED_SET, 1, keys, args);
+}
+
+int redlock__script_format(char **out, int script, int nkeys, int argc,
+                           const char *const *argv, const size_t *argvlen, int fallback)
+{
+    const char *full[REDLOCK__MAX_CALL_ARGS + 3];
+    size_t lens[REDLOCK__MAX_CALL_ARGS + 3];
+    char nk[12];
+    int n = 0, i;
+
+    *out = NULL;
+    if (argc < 0 || argc > REDLOCK__MAX_CALL_ARGS)
+        return -1;
+    if (script >= 0) {
+        const redlock__script *s = &redlock__scripts[script];
+
+        full[n] = fallback ? "EVAL" : "EVALSHA";
+        lens[n++] = fallback ? 4 : 7;
+        full[n] = fallback ? s->body : s->sha1;
+        lens[n++] = fallback ? s->len : 40;
+        snprintf(nk, sizeof(nk), "%d", nkeys);
+        full[n] = nk;
+        lens[n++] = strlen(nk);
+    }
+    for (i = 0; i < argc; i++) {
+        full[n] = argv[i];
+        lens[n++] = argvlen ? argvlen[i] : strlen(argv[i]);
+    }
+    return redisFormatCommandArgv(out, n, full, lens);
+}
+
+int redlock__server_error_code(const char *msg)
+{
+    static const struct {
+        const char *prefix;
+        int code;
+    } map[] = {
+        {"LOADING", REDLOCK_ELOADING},   {"READONLY", REDLOCK_EREADONLY},
+        {"OOM", REDLOCK_EOOM},           {"NOAUTH", REDLOCK_EAUTH},
+        {"WRONGPASS", REDLOCK_EAUTH},    {"NOPERM", REDLOCK_EAUTH},
+        {"WRONGTYPE", REDLOCK_ECONFIG},
+    };
+    size_t i;
+
+    for (i = 0; i < sizeof(map) / sizeof(map[0]); i++)
+        if (strncmp(msg, map[i].prefix, strlen(map[i].prefix)) == 0)
+            return map[i].code;
+    return REDLOCK_ESERVER;
+}
+
+/* Every parser starts here: a server error, or not yet classified. */
+static int error_reply(const redisReply *r, redlock__script_reply *out)
+{
+    memset(out, 0, sizeof(*out));
+    out->pttl_ms = -1;
+    if (r->type != REDIS_REPLY_ERROR)
+        return 0;
+    out->kind = REDLOCK__REPLY_ERROR;
+    out->err = redlock__server_error_code(r->str);
+    out->message = r->str;
+    return 1;
+}
+
+static void malformed(redlock__script_reply *out, const char *why)
+{
+    out->kind = REDLOCK__REPLY_MALFORMED;
+    out->err = REDLOCK_EPROTO;
+    out->message = why;
+}
+
+/* A generation is empty (none kept) or REDLOCK__SCRIPT_GEN_LEN lowercase
+ * hex digits, as acquire.lua writes it. */
+static int gen_well_formed(const redisReply *g)
+{
+    size_t i;
+
+    if (g->type != REDIS_REPLY_STRING)
+        return 0;
+    if (g->len == 0)
+        return 1;
+    if (g->len != REDLOCK__SCRIPT_GEN_LEN)
+        return 0;
+    for (i = 0; i < g->len; i++)
+        if (!((g->str[i] >= '0' && g->str[i] <= '9') || (g->str[i] >= 'a' && g->str[i] <= 'f')))
+            return 0;
+    return 1;
+}
+
+/*
+ * acquire.lua: {token} or {token, gen} when granted (token 0 unless a
+ * fenced fresh hold), the holder's PTTL when busy. A nil grant, from an
+ * acquire that reports no generation, is accepted when not fenced: the
+ * hold's generation is then the request's, as if fresh.
+ */
+void redlock__parse_acquire(const redisReply *r, int fenced, redlock__script_reply *out)
+{
+    if (error_reply(r, out))
+        return;
+    if (r->type == REDIS_REPLY_NIL && !fenced) {
+        out->kind = REDLOCK__REPLY_GRANTED;
+        return;
+    }
+    if (r->type == REDIS_REPLY_ARRAY && (r->elements == 1 || r->elements == 2) &&
+        r->element[0]->type == REDIS_REPLY_INTEGER && (fenced || r->element[0]->integer == 0)) {
+        if (r->elements == 2) {
+            if (!gen_well_formed(r->element[1])) {
+                malformed(out, "unexpected generation in an acquire reply");
+                return;
+            }
+            out->gen = r->element[1]->str;
+            out->gen_len = r->element[1]->len;
+        }
+        out->kind = REDLOCK__REPLY_GRANTED;
+        out->token = r->element[0]->integer;
+        return;
+    }
+    if (r->type == REDIS_REPLY_INTEGER && r->integer >= -1) {
+        out->kind = REDLOCK__REPLY_BUSY;
+        out->pttl_ms = r->integer;
+        return;
+    }
+    malformed(out, "unexpected reply to acquire");
+}
+
+/* release.lua, abort.lua and fence_store.lua: 1 done, 0 another hold is
+ * there, nil nothing of ours. */
+void redlock__parse_release(const redisReply *r, redlock__script_reply *out)
+{
+    if (error_reply(r, out))
+        return;
+    if (r->type == REDIS_REPLY_INTEGER && r->integer == 1)
+        out->kind = REDLOCK__REPLY_DONE;
+    else if (r->type == REDIS_REPLY_INTEGER && r->integer == 0)
+        out->kind = REDLOCK__REPLY_OTHER;
+    else if (r->type == REDIS_REPLY_NIL)
+        out->kind = REDLOCK__REPLY_NOT_HELD;
+    else
+        /* The node's state is then unknown: the caller counts it as a
+         * failure (and retries), never as "not held". */
+        malformed(out, "unexpected reply to a release");
+}
+
+/* renew.lua: 1 renewed, -2 the lock key is gone, another integer: held by
+ * someone else. */
+void redlock__parse_renew(const redisReply *r, redlock__script_reply *out)
+{
+    if (error_reply(r, out))
+        return;
+    if (r->type != REDIS_REPLY_INTEGER)
+        malformed(out, "unexpected reply to renew");
+    else if (r->integer == 1)
+        out->kind = REDLOCK__REPLY_RENEWED;
+    else if (r->integer == -2)
+        out->kind = REDLOCK__REPLY_VANISHED;
+    else
+        out->kind = REDLOCK__REPLY_OTHER;
+}
+
+void redlock__parse_force_release(const redisReply *r, redlock__script_reply *out)
+{
+    if (error_reply(r, out))
+        return;
+    if (r->type == REDIS_REPLY_INTEGER && (r->integer == 0 || r->integer == 1)) {
+        out->kind = REDLOCK__REPLY_DONE;
+        out->deleted = r->integer == 1;
+        return;
+    }
+    malformed(out, "unexpected reply");
+}
+
+/* fenced_set.lua: 1 written, {0, newest} when a newer token wrote first. */
+void redlock__parse_fenced_set(const redisReply *r, redlock__script_reply *out)
+{
+    if (error_reply(r, out))
+        return;
+    if (r->type == REDIS_REPLY_INTEGER && r->integer == 1) {
+        out->kind = REDLOCK__REPLY_DONE;
+    } else if (r->type == REDIS_REPLY_ARRAY && r->elements == 2 &&
+               r->element[1]->type == REDIS_REPLY_STRING) {
+        out->kind = REDLOCK__REPLY_STALE;
+        out->message = r->element[1]->str;
+    } else {
+        malformed(out, "unexpected reply to fenced_set");
+    }
+}
+
+int64_t redlock__reply_i64(const redisReply *r)
+{
+    if (r->type == REDIS_REPLY_INTEGER)
+        return r->integer;
+    if (r->type == REDIS_REPLY_STRING)
+        return strtoll(r->str, NULL, 10);
+    return 0;
+}
+
+void redlock__parse_inspect(const redisReply *r, redlock__inspect_reply *out)
+{
+    memset(out, 0, sizeof(*out));
+    out->pttl_ms = -2;
+    if (r->type == REDIS_REPLY_ERROR) {
+        out->kind = REDLOCK__REPLY_ERROR;
+        out->err = redlock__server_error_code(r->str);
+        out->message = r->str;
+        return;
+    }
+    /* PTTL is -2 (absent), -1 (no expiry) or a duration: anything else
+     * would leak out of remaining_ttl() as a meaningless value. */
+    if (r->type != REDIS_REPLY_ARRAY || r->elements < 2 || r->elements % 2 != 0 ||
+        r->element[0]->type != REDIS_REPLY_INTEGER || r->element[0]->integer < -2) {
+        out->kind = REDLOCK__REPLY_MALFORMED;
+        out->err = REDLOCK_EPROTO;
+        out->message = "unexpected reply to inspect";
+        return;
+    }
+    out->kind = REDLOCK__REPLY_DONE;
+    out->pttl_ms = r->element[0]->integer;
+    out->token = (uint64_t)redlock__reply_i64(r->element[1]);
+    out->holders = (r->elements - 2) / 2;
+    out->pairs = (const redisReply *const *)&r->element[2];
+}

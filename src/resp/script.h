@@ -1,0 +1,159 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * The one place that knows each script's calling convention: how many
+ * KEYS and ARGV it takes, in which order (the builders), what its replies
+ * mean (the parsers), and which server errors map to which codes.
+ *
+ * Callers fill a named-field struct, so adding or reordering a script
+ * argument changes a struct and breaks every caller at compile time,
+ * including the benchmarks that speak to the servers directly. A unit
+ * test checks the table against the KEYS[i]/ARGV[i] each embedded script
+ * reads.
+ *
+ * Builders store pointers, not copies: argv points into the argument
+ * struct's strings, which must outlive the call.
+ */
+#ifndef REDLOCK_RESP_SCRIPT_H
+#define REDLOCK_RESP_SCRIPT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "resp/scripts.h"
+
+struct redisReply;
+
+/* The most argv entries (keys and arguments) any script takes, and any
+ * call the transport sends (plain commands included): the one limit. */
+#define REDLOCK__SCRIPT_MAX_ARGS 10
+#define REDLOCK__MAX_CALL_ARGS 16
+_Static_assert(REDLOCK__SCRIPT_MAX_ARGS <= REDLOCK__MAX_CALL_ARGS, "a script call fits a call");
+
+/* A hold's generation as acquire.lua writes it: lowercase hex digits. */
+#define REDLOCK__SCRIPT_GEN_LEN 32
+
+typedef struct redlock__script_shape {
+    int nkeys;          /* KEYS always passed */
+    int optional_keys;  /* KEYS passed only in some forms (fencing) */
+    int nargs;          /* ARGV */
+} redlock__script_shape;
+
+extern const redlock__script_shape redlock__script_shapes[REDLOCK__SCRIPT_COUNT];
+
+/* What a builder produced: the script and how argv splits. */
+typedef struct redlock__script_call {
+    int script;
+    int nkeys;
+    int argc;
+} redlock__script_call;
+
+/* acquire.lua. token_key NULL: not fenced (3 keys, no token drawn). */
+typedef struct redlock__acquire_args {
+    const char *name, *latch_key, *gen_key, *token_key;
+    const char *lease_ms, *field, *latch_ms, *request_id;
+    const char *fresh_only; /* "1": the caller holds nothing through this handle */
+} redlock__acquire_args;
+
+/* release.lua and abort.lua share their keys and first arguments. */
+typedef struct redlock__release_args {
+    const char *name, *channel, *latch_key, *gen_key;
+    const char *message, *lease_ms, *field, *latch_ms;
+    const char *drop_all; /* release only: "1" drops every count */
+    const char *gens;     /* release only: the hold's generations, or "" */
+} redlock__release_args;
+
+typedef struct redlock__renew_args {
+    const char *name, *gen_key, *lease_ms, *field;
+} redlock__renew_args;
+
+typedef struct redlock__fence_store_args {
+    const char *name, *token_key, *field, *token;
+} redlock__fence_store_args;
+
+typedef struct redlock__force_release_args {
+    const char *name, *channel, *gen_key, *message;
+} redlock__force_release_args;
+
+typedef struct redlock__inspect_args {
+    const char *name, *token_key;
+} redlock__inspect_args;
+
+typedef struct redlock__fenced_set_args {
+    const char *key, *value, *token;
+} redlock__fenced_set_args;
+
+/* Each fills argv[0 .. argc) (at most REDLOCK__SCRIPT_MAX_ARGS). */
+redlock__script_call redlock__script_acquire(const char **argv, const redlock__acquire_args *a);
+redlock__script_call redlock__script_release(const char **argv, const redlock__release_args *a);
+redlock__script_call redlock__script_abort(const char **argv, const redlock__release_args *a);
+redlock__script_call redlock__script_renew(const char **argv, const redlock__renew_args *a);
+redlock__script_call redlock__script_fence_store(const char **argv,
+                                                 const redlock__fence_store_args *a);
+redlock__script_call redlock__script_force_release(const char **argv,
+                                                   const redlock__force_release_args *a);
+redlock__script_call redlock__script_inspect(const char **argv, const redlock__inspect_args *a);
+redlock__script_call redlock__script_fenced_set(const char **argv,
+                                                const redlock__fenced_set_args *a);
+
+/* The RESP bytes of one script call: EVALSHA, or EVAL with the body when
+ * fallback (the server answered NOSCRIPT); script < 0 is a plain command
+ * whose argv[0] is its name. argvlen NULL: strlen of each. *out is freed
+ * with redisFreeCommand. Returns the length, or -1 when out of memory or
+ * argc exceeds REDLOCK__MAX_CALL_ARGS. */
+int redlock__script_format(char **out, int script, int nkeys, int argc,
+                           const char *const *argv, const size_t *argvlen, int fallback);
+
+/* ---- replies ---- */
+
+/* The redlock_err of a server error reply ("LOADING ...", "NOAUTH ..."). */
+int redlock__server_error_code(const char *msg);
+
+typedef enum redlock__reply_kind {
+    REDLOCK__REPLY_ERROR = 0, /* a server error: err and message say which */
+    REDLOCK__REPLY_MALFORMED, /* no script answers this way */
+    REDLOCK__REPLY_GRANTED,   /* acquire: held by the caller now */
+    REDLOCK__REPLY_BUSY,      /* acquire: held by another owner */
+    REDLOCK__REPLY_DONE,      /* release/abort/fence: the caller's hold changed */
+    REDLOCK__REPLY_OTHER,     /* release/abort/fence: another hold is there */
+    REDLOCK__REPLY_NOT_HELD,  /* release/abort: nothing of the caller's there */
+    REDLOCK__REPLY_RENEWED,   /* renew: the hold's lease was extended */
+    REDLOCK__REPLY_VANISHED,  /* renew: the lock key is gone */
+    REDLOCK__REPLY_STALE      /* fenced_set: a newer token wrote first */
+} redlock__reply_kind;
+
+typedef struct redlock__script_reply {
+    redlock__reply_kind kind;
+    int err;                  /* ERROR: the redlock_err; MALFORMED: EPROTO */
+    const char *message;      /* ERROR/MALFORMED/STALE: points into the reply
+                               * or a static string */
+    long long token;          /* acquire: > 0 on a fresh fenced hold */
+    int64_t pttl_ms;          /* BUSY: the holder's TTL, -1 none */
+    const char *gen;          /* acquire: the hold's generation, or NULL */
+    size_t gen_len;
+    int deleted;              /* force_release: 1 when a hold was deleted */
+} redlock__script_reply;
+
+/* Each reads one reply of its script; r must not be NULL. The reply's
+ * strings are borrowed, valid while r is. */
+void redlock__parse_acquire(const struct redisReply *r, int fenced, redlock__script_reply *out);
+void redlock__parse_release(const struct redisReply *r, redlock__script_reply *out);
+void redlock__parse_renew(const struct redisReply *r, redlock__script_reply *out);
+void redlock__parse_force_release(const struct redisReply *r, redlock__script_reply *out);
+void redlock__parse_fenced_set(const struct redisReply *r, redlock__script_reply *out);
+
+/* inspect.lua answers {pttl, token, field1, count1, ...}. */
+typedef struct redlock__inspect_reply {
+    redlock__reply_kind kind; /* ERROR, MALFORMED, or DONE */
+    int err;
+    const char *message;
+    int64_t pttl_ms;          /* -2 absent, -1 no expiry */
+    uint64_t token;
+    size_t holders;
+    const struct redisReply *const *pairs; /* holders field/count pairs */
+} redlock__inspect_reply;
+
+void redlock__parse_inspect(const struct redisReply *r, redlock__inspect_reply *out);
+/* An integer or a decimal string (what Lua hands back), else 0. */
+int64_t redlock__reply_i64(const struct redisReply *r);
+
+#endif

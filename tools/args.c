@@ -677,8 +677,8 @@ void cli_free_globals(cli_globals *g)
 
 /* ---- the options of the commands ------------------------------------------ */
 
-int cli_parse_name(cli_globals *g, const char *cmd, int argc, char **argv, const cli_opt *opts,
-                   int *force, const char **name)
+int cli_parse_name_opt(cli_globals *g, const char *cmd, int argc, char **argv,
+                       const cli_opt *opts, int *force, const char **name)
 {
     cli_args a = {argc, argv, 0, cmd, g};
     const char *v;
@@ -711,11 +711,19 @@ int cli_parse_name(cli_globals *g, const char *cmd, int argc, char **argv, const
             return CLI_EX_SOFTWARE;
         }
     }
-    if (!*name) {
+    return 0;
+}
+
+int cli_parse_name(cli_globals *g, const char *cmd, int argc, char **argv, const cli_opt *opts,
+                   int *force, const char **name)
+{
+    int rc = cli_parse_name_opt(g, cmd, argc, argv, opts, force, name);
+
+    if (rc == 0 && !*name) {
         cli_error(cmd, "missing lock NAME");
         return CLI_EX_USAGE;
     }
-    return 0;
+    return rc;
 }
 
 enum {

@@ -183,6 +183,9 @@ void cli_free_globals(cli_globals *g);
  * help, or an exit status after printing the error. */
 int cli_parse_name(cli_globals *g, const char *cmd, int argc, char **argv, const cli_opt *opts,
                    int *force, const char **name);
+/* The same, but NAME may be left out (*name is then NULL). */
+int cli_parse_name_opt(cli_globals *g, const char *cmd, int argc, char **argv,
+                       const cli_opt *opts, int *force, const char **name);
 
 enum cli_on_lost { CLI_LOST_TERM, CLI_LOST_KILL, CLI_LOST_IGNORE };
 

@@ -14,6 +14,7 @@ static const char overview[] =
     "  exec NAME [OPTIONS] -- CMD [ARG...]   run CMD while holding the lock NAME\n"
     "  exec NAME [OPTIONS] -c STRING         run /bin/sh -c STRING while holding it\n"
     "  status NAME                           show the lock on every node\n"
+    "  status [NAME] --metrics               statistics in the Prometheus text format\n"
     "  unlock NAME --force                   delete the lock on every node\n"
     "  rig start|stop|status [OPTIONS]       the local redis-server rig\n"
     "  demo [OPTIONS]                        a live mutual-exclusion demonstration\n"
@@ -97,10 +98,15 @@ static const char exec_help[] =
 
 static const char status_help[] =
     "usage: redlock [GLOBAL OPTIONS] status NAME [--json]\n"
+    "       redlock [GLOBAL OPTIONS] status [NAME] --metrics\n"
     "\n"
     "Shows, for every node, whether it answered, the holder field(s), the hold\n"
     "count, the remaining lease (PTTL) and the stored fencing token, then whether\n"
     "one holder holds the lock on a quorum of nodes.\n"
+    "  --metrics  instead, after reading NAME (or a key nobody locks) on every\n"
+    "             node, print the client's counters and histograms in the\n"
+    "             Prometheus text format 0.0.4 (a one-shot scrape; node\n"
+    "             failures show which nodes did not answer)\n"
     "Exit status: 0; 69 if fewer than a quorum of nodes answered.\n";
 
 static const char unlock_help[] =

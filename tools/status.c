@@ -1,11 +1,13 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * redlock status NAME: what every node stores for the lock, and whether one
- * holder holds it on a quorum. redlock unlock NAME --force: deletes it on
- * every node, whoever holds it.
+ * holder holds it on a quorum; with --metrics, the client's statistics after
+ * that inspection in the Prometheus text format. redlock unlock NAME
+ * --force: deletes it on every node, whoever holds it.
  */
 #include <pthread.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "cli.h"
@@ -175,19 +177,59 @@ static void print_text(redlock_client *c, const char *name, int quorum, const pr
         printf("held by quorum: no (free)\n");
 }
 
+/* The name --metrics inspects when given none: a key nobody locks, read
+ * only so that every node is contacted once. */
+#define METRICS_PROBE_NAME "redlock:metrics-probe"
+
+/* One scrape: the whole text, however much the counters grew meanwhile. */
+static int print_metrics(redlock_client *c)
+{
+    size_t needed = 0;
+    char *buf = NULL;
+    int rc;
+
+    for (;;) {
+        rc = redlock_stats_format_prometheus(c, buf, buf ? needed + 1 : 0, &needed);
+        if (rc != REDLOCK_ERANGE)
+            break;
+        free(buf);
+        if (!(buf = malloc(needed + 1))) {
+            cli_error("--metrics", "out of memory");
+            return CLI_EX_SOFTWARE;
+        }
+    }
+    if (rc == REDLOCK_OK)
+        fputs(buf, stdout);
+    else
+        cli_error("--metrics", "%s", redlock_last_error());
+    free(buf);
+    return rc == REDLOCK_OK ? 0 : CLI_EX_SOFTWARE;
+}
+
 int cli_cmd_status(cli_globals *g, int argc, char **argv)
 {
-    static const cli_opt opts[] = {{NULL, 0, 0, 0}};
+    static const cli_opt opts[] = {{"metrics", 0, 0, 1}, {NULL, 0, 0, 0}};
     probe p[64];
     redlock_client *c = NULL;
     redlock_lock *lock = NULL;
     const char *name;
     verdict v;
     size_t n;
-    int rc, quorum;
+    int rc, quorum, metrics = 0, probe_only;
 
-    if ((rc = cli_parse_name(g, "status", argc, argv, opts, NULL, &name)) != 0)
+    if ((rc = cli_parse_name_opt(g, "status", argc, argv, opts, &metrics, &name)) != 0)
         return rc < 0 ? 0 : rc;
+    if (!name && !metrics) {
+        cli_error("status", "missing lock NAME");
+        return CLI_EX_USAGE;
+    }
+    if (metrics && g->json) {
+        cli_error("--metrics", "prints the Prometheus text format; it does not go with --json");
+        return CLI_EX_USAGE;
+    }
+    probe_only = !name;
+    if (probe_only)
+        name = METRICS_PROBE_NAME;
     if ((rc = cli_client_new(g, &c)) != 0)
         return rc;
     if ((rc = cli_lock_new(g, c, name, 0, &lock)) != 0)
@@ -196,12 +238,15 @@ int cli_cmd_status(cli_globals *g, int argc, char **argv)
     quorum = redlock_lock_quorum(lock);
     inspect_all(lock, p, n);
     v = decide(p, n, quorum);
-    if (g->json)
+    if (metrics)
+        rc = print_metrics(c);
+    else if (g->json)
         print_json(c, name, quorum, p, n, &v);
     else
         print_text(c, name, quorum, p, n, &v);
     if ((int)v.reachable < quorum) {
-        cli_error(name, "%zu of %zu node(s) answered, quorum is %d", v.reachable, n, quorum);
+        cli_error(probe_only ? "status" : name, "%zu of %zu node(s) answered, quorum is %d",
+                  v.reachable, n, quorum);
         rc = CLI_EX_NOQUORUM;
     }
 out:

@@ -534,7 +534,7 @@ REDLOCK_EXTERN int redlock_fenced_set(redlock_client *client, size_t node,
                                       size_t value_len, uint64_t token);
 
 /* ------------------------------------------------------------------------ */
-/* Added in 0.2: the client from the environment. */
+/* Added in 0.2: the client from the environment, and metrics. */
 
 /*
  * redlock_client_new() with the nodes taken from the environment, as the
@@ -560,6 +560,80 @@ REDLOCK_EXTERN int redlock_fenced_set(redlock_client *client, size_t node,
 REDLOCK_EXTERN int redlock_client_new_from_env(redlock_client **out,
                                                const redlock_options *opts)
     REDLOCK_WARN_UNUSED;
+
+/*
+ * Histograms the client keeps besides redlock_stats (whose layout is fixed).
+ * Every histogram has REDLOCK_LATENCY_BUCKETS buckets of the same shape as
+ * redlock_stats.acquire_latency_us: bucket i counts durations in
+ * [2^i, 2^(i+1)) microseconds, bucket 0 also those under 1 us, and the last
+ * bucket everything from 2^(REDLOCK_LATENCY_BUCKETS-1) us up.
+ */
+typedef enum redlock_histogram {
+    /* A successful acquire, from the call to the grant (waiting included):
+     * the same counts as redlock_stats.acquire_latency_us. */
+    REDLOCK_HIST_ACQUIRE = 0,
+    /*
+     * Hand-off: for an acquire that found the lock held by another owner at
+     * least once and then got it, the time from the moment it last learned
+     * the lock may be free until the grant. That moment is the end of its
+     * last sleep before the grant (a release message of a member arrived,
+     * the holder's TTL ran out, or its random retry delay was over), or,
+     * when it got the lock before sleeping at all (the attempt right after
+     * subscribing), the moment its first attempt found the lock busy. It
+     * measures how quickly a released lock is held again: the winning
+     * attempt's round trips plus any back-off after a lost race.
+     */
+    REDLOCK_HIST_HANDOFF = 1,
+    /*
+     * Watchdog renewal lag: for every hold a watchdog tick renews, how late
+     * the tick started compared with the hold's scheduled renewal time
+     * (acquired or last renewed + lease/3). A tick that renews a hold ahead
+     * of its schedule (renewals are bunched) counts as 0. Large values
+     * mean the watchdog thread is starved or a tick ran long, which eats
+     * into validity.
+     */
+    REDLOCK_HIST_RENEWAL_LAG = 2
+} redlock_histogram;
+
+/*
+ * Copies histogram `which` into out (REDLOCK_LATENCY_BUCKETS counts) and
+ * the sum of the recorded durations, in microseconds, into *sum_us (may be
+ * NULL). Each value is read atomically, but not all at once: under load the
+ * sum and the buckets may disagree by the observations made during the
+ * call. Returns REDLOCK_OK, or REDLOCK_EINVAL (NULL client or out, unknown
+ * which). Thread-safe.
+ */
+REDLOCK_EXTERN int redlock_client_histogram(redlock_client *client, int which,
+                                            uint64_t out[REDLOCK_LATENCY_BUCKETS],
+                                            uint64_t *sum_us);
+
+/*
+ * The client's counters and histograms in the Prometheus text exposition
+ * format 0.0.4, for an HTTP handler or a textfile collector to serve:
+ *   - every counter of redlock_stats as redlock_<name>_total (e.g.
+ *     redlock_acquire_attempts_total);
+ *   - redlock_node_failures_total{node="host:port"}, one per node; the
+ *     label is redlock_client_node_name() (host and port, or the socket
+ *     path), never user info or a password, escaped as the format asks
+ *     (backslash, double quote and newline);
+ *   - the histograms of redlock_histogram as redlock_acquire_duration_seconds,
+ *     redlock_handoff_duration_seconds and redlock_renewal_lag_seconds, with
+ *     cumulative _bucket{le="..."} lines (le is a bucket's upper bound
+ *     2^(i+1) us in seconds; the last bucket is only in le="+Inf"), _sum
+ *     (seconds) and _count.
+ * Every metric has its # HELP and # TYPE lines; lines end with '\n'.
+ *
+ * snprintf-like: *needed (may be NULL) gets the length of the whole text,
+ * without the terminating NUL. buf (len bytes; NULL with len 0 to ask for
+ * the size) gets the text and a NUL. If it does not fit (needed >= len), buf
+ * holds only the whole lines that fit (never half a sample), NUL-terminated
+ * if len > 0, and the call returns REDLOCK_ERANGE: call again with
+ * needed + 1 bytes. Otherwise returns REDLOCK_OK, or REDLOCK_EINVAL (NULL
+ * client, or NULL buf with len > 0). Thread-safe; it reads the counters as
+ * redlock_client_stats() does and talks to no node.
+ */
+REDLOCK_EXTERN int redlock_stats_format_prometheus(redlock_client *client, char *buf,
+                                                   size_t len, size_t *needed);
 
 #ifdef __cplusplus
 }

@@ -7,7 +7,22 @@
 
 void redlock__log(redlock_client *c, redlock_log_level level, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
+/* Whether level would be logged: callers test it before building a long
+ * message nobody reads. */
+static inline int redlock__log_on(const redlock_client *c, redlock_log_level level)
+{
+    return c->log_fn && level <= c->log_level;
+}
 void redlock__stat_add(uint64_t *counter, uint64_t n);
+/* The histograms (see redlock_histogram in the public header); ns < 0
+ * counts as 0. Lock-free (atomics): any thread, any mutex held. */
+/* A successful acquire, from the call to the grant. */
+void redlock__stats_observe_acquire(redlock_client *c, int64_t ns);
+/* A hand-off: the grant of an acquire that found the lock busy, measured
+ * from when it last learned the lock may be free. */
+void redlock__stats_observe_handoff(redlock_client *c, int64_t ns);
+/* A hold's renewal: how late its tick started against its schedule. */
+void redlock__stats_observe_renewal_lag(redlock_client *c, int64_t ns);
 /* A request id, also the generation of the hold a fresh grant makes: 12
  * hex digits of a per-client sequence (so acquire.lua can tell a leftover
  * of ours from a newer hold), then 20 random ones. out gets 33 bytes. */

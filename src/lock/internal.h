@@ -33,6 +33,13 @@ typedef struct redlock__watchdog {
     pthread_mutex_t run_mu;         /* one tick at a time */
 } redlock__watchdog;
 
+/* A latency histogram: buckets as redlock_stats.acquire_latency_us, the
+ * sum in microseconds; updated with atomics (redlock__stat_add). */
+typedef struct redlock__histogram {
+    uint64_t buckets[REDLOCK_LATENCY_BUCKETS];
+    uint64_t sum_us;
+} redlock__histogram;
+
 struct redlock_client {
     char id[37];
     size_t n_nodes;
@@ -64,6 +71,10 @@ struct redlock_client {
     redlock__watchdog wd;
     redlock__retry retry;           /* calls owed in the background */
     redlock_stats stats;            /* updated with atomics */
+    /* What redlock_stats has no room for (its layout is ABI): the acquire
+     * latency's sum and two more histograms (redlock_histogram). */
+    uint64_t acquire_sum_us;
+    redlock__histogram handoff, renewal_lag;
     unsigned char node_silent[REDLOCK__MAX_NODES]; /* health.c, atomics */
 };
 

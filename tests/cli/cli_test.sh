@@ -1077,5 +1077,52 @@ case_manpage() {
   note "man page lists every option and exit status"
 }
 
+# status --metrics: a one-shot scrape in the Prometheus text format, read by
+# a strict checker; node labels without user info; a node that did not
+# answer shows as failures.
+case_metrics() {
+  local check="$CLI_DIR/prom_check.py" p5
+  python3 "$check" --self-test >/dev/null || fail "prom_check.py --self-test"
+  rig_up --acl-user alice --acl-pass s3cretpw
+  run status --metrics
+  expect_rc 0 "status --metrics"
+  python3 "$check" "$WORK/out" >/dev/null 2>"$WORK/check.err" ||
+    fail "status --metrics: $(cat "$WORK/check.err")"
+  [ "$(grep -c '^redlock_node_failures_total{node="127.0.0.1:[0-9]*"} 0$' "$WORK/out")" = 5 ] ||
+    fail "five node labels with no failures expected: $(grep node_failures "$WORK/out")"
+  for m in redlock_acquire_attempts_total redlock_acquire_duration_seconds_count \
+    redlock_handoff_duration_seconds_count redlock_renewal_lag_seconds_count; do
+    grep -q "^$m 0$" "$WORK/out" || fail "status --metrics: no '$m 0'"
+  done
+  grep -q '^redlock_renewal_lag_seconds_bucket{le="+Inf"} 0$' "$WORK/out" || fail "no +Inf bucket"
+  note "status --metrics parses with HELP/TYPE, counters, node failures and histograms"
+
+  # User info in the node list: labels stay host:port; the password (from
+  # the environment) and the user name appear nowhere.
+  p5=${PORTS##* }
+  REDLOCK_NODES=${REDLOCK_NODES//redis:\/\//redis://alice@} REDLOCK_PASSWORD=s3cretpw \
+    run status --metrics mlock
+  expect_rc 0 "status --metrics NAME with an ACL user"
+  python3 "$check" "$WORK/out" >/dev/null || fail "ACL scrape does not parse"
+  ! grep -q -e alice -e s3cretpw "$WORK/out" || fail "user info in the metrics: $(cat "$WORK/out")"
+  note "no user info in node labels"
+
+  # One node frozen: still a quorum (exit 0), and its failures are counted.
+  rig_node freeze 5
+  run --timeout 200ms status --metrics
+  rig_node thaw 5
+  expect_rc 0 "status --metrics with one node frozen"
+  python3 "$check" "$WORK/out" >/dev/null || fail "scrape with a frozen node does not parse"
+  grep -q "^redlock_node_failures_total{node=\"127.0.0.1:$p5\"} [1-9]" "$WORK/out" ||
+    fail "the frozen node shows no failure: $(grep node_failures "$WORK/out")"
+  note "a node that did not answer shows as failures"
+
+  run --json status --metrics
+  expect_rc 64 "--metrics with --json"
+  expect_one_error_line "--metrics with --json"
+  run status --help
+  grep -q -- "--metrics" "$WORK/out" || fail "status --help does not mention --metrics"
+}
+
 "case_$CASE"
 echo "PASS: cli_$CASE"

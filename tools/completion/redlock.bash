@@ -178,7 +178,9 @@ _redlock()
             mapfile -t COMPREPLY < <(compgen -c -- "$cur")
             return
         fi ;;
-    status | version)
+    status)
+        [[ $cur == -* ]] && words_="$opts --metrics" ;;
+    version)
         [[ $cur == -* ]] && words_=$opts ;;
     unlock)
         if [[ $cur == -* ]]; then

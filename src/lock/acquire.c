@@ -18,18 +18,6 @@
 #include "lock/watchdog.h"
 #include "lock/internal.h"
 
-static void record_latency(redlock_client *c, int64_t ns)
-{
-    int64_t us = ns / 1000;
-    int b = 0;
-
-    while (us > 1 && b < REDLOCK_LATENCY_BUCKETS - 1) {
-        us >>= 1;
-        b++;
-    }
-    redlock__stat_add(&c->stats.acquire_latency_us[b], 1);
-}
-
 static void hold_acquired(redlock_lock *l, uint64_t owner, const char *field,
                           int64_t lease_ms, int watchdog,
                           const redlock__attempt_result *res)
@@ -151,6 +139,11 @@ typedef struct acquire {
     int woken;               /* the last wait ended on a release message */
     int losses;              /* races lost in a row (see backoff_until) */
     int unavailable;         /* ended on the unavailable timeout */
+    /* Hand-off latency: from when a waiter last learned the lock may be
+     * free (a release message, the holder's TTL, a retry delay) to its
+     * grant. A flag, not a zero time: a fake transport's clock starts at 0. */
+    int busy_seen;
+    int64_t handoff_from_ns;
 } acquire;
 
 static int64_t now_of(const acquire *a)
@@ -177,9 +170,15 @@ static int attempt_once(acquire *a)
     a->attempt_ns = now_of(a) - before;
     if (rc == REDLOCK_OK) {
         hold_acquired(l, a->owner, a->field, a->lease_ms, a->watchdog, &a->res);
-        record_latency(a->c, now_of(a) - a->start_ns);
+        redlock__stats_observe_acquire(a->c, now_of(a) - a->start_ns);
+        if (a->busy_seen)
+            redlock__stats_observe_handoff(a->c, now_of(a) - a->handoff_from_ns);
     } else if (rc == REDLOCK_EBUSY) {
         redlock__stat_add(&a->c->stats.busy, 1);
+        if (!a->busy_seen) {
+            a->busy_seen = 1;
+            a->handoff_from_ns = now_of(a);
+        }
     } else if (rc == REDLOCK_ENO_QUORUM) {
         redlock__stat_add(&a->c->stats.no_quorum, 1);
     }
@@ -231,6 +230,8 @@ static int sleep_until_next(acquire *a, int rc)
     }
     a->losses = a->woken && rc == REDLOCK_EBUSY && a->l->n > 1 ? a->losses + 1 : 0;
     rc = ops->wait(a->c->tp.ctx, a->watch, &a->seen, until);
+    if (a->busy_seen)
+        a->handoff_from_ns = now_of(a);
     a->woken = rc == REDLOCK_OK;
     if (a->woken && a->losses > 0)
         rc = ops->wait(a->c->tp.ctx, a->watch, &a->seen,

@@ -13,6 +13,7 @@
 #include <hiredis/hiredis.h>
 
 #include "core/error.h"
+#include "core/util.h"
 #include "lock/context.h"
 #include "lock/health.h"
 #include "lock/internal.h"
@@ -44,6 +45,54 @@ static void warn_refusal(redlock_client *c, size_t node, int code, const char *w
                  redlock_strerror(code), text);
 }
 
+static const char *node_name(const redlock_client *c, size_t node)
+{
+    return c->nodes ? c->nodes[node].uri.display : "node";
+}
+
+/*
+ * A node without replies (timeouts, refused connections) is logged at
+ * DEBUG when it starts and when it ends, and once as a warning when it
+ * lasts REDLOCK__DOWN_WARN_MS: that is when an operator should look. The
+ * clock is CLOCK_MONOTONIC, never the transport's (a transport may hold
+ * its own mutex while it calls back).
+ */
+#define REDLOCK__DOWN_WARN_MS 10000
+
+static void note_no_reply(redlock_client *c, size_t node, int err, const char *msg)
+{
+    int64_t now = redlock__now_ns(), zero = 0;
+
+    if (node >= REDLOCK__MAX_NODES)
+        return;
+    if (__atomic_compare_exchange_n(&c->node_down_since_ns[node], &zero, now, 0,
+                                    __ATOMIC_RELAXED, __ATOMIC_RELAXED)) {
+        redlock__log(c, REDLOCK_LOG_DEBUG, "%s gives no reply (%s: %s)", node_name(c, node),
+                     redlock_strerror(err), msg ? msg : "");
+        return;
+    }
+    if (now - zero >= REDLOCK__DOWN_WARN_MS * REDLOCK__NS_PER_MS &&
+        !__atomic_exchange_n(&c->node_down_warned[node], 1, __ATOMIC_RELAXED))
+        redlock__log(c, REDLOCK_LOG_WARN, "%s has given no reply for %lld s (%s: %s)",
+                     node_name(c, node), (long long)((now - zero) / 1000000000),
+                     redlock_strerror(err), msg ? msg : "");
+}
+
+static void note_reply(redlock_client *c, size_t node)
+{
+    int64_t since;
+
+    if (node >= REDLOCK__MAX_NODES ||
+        !(since = __atomic_exchange_n(&c->node_down_since_ns[node], 0, __ATOMIC_RELAXED)))
+        return;
+    if (__atomic_exchange_n(&c->node_down_warned[node], 0, __ATOMIC_RELAXED))
+        redlock__log(c, REDLOCK_LOG_INFO, "%s answers again after %lld ms", node_name(c, node),
+                     (long long)((redlock__now_ns() - since) / REDLOCK__NS_PER_MS));
+    else
+        redlock__log(c, REDLOCK_LOG_DEBUG, "%s answers again after %lld ms", node_name(c, node),
+                     (long long)((redlock__now_ns() - since) / REDLOCK__NS_PER_MS));
+}
+
 static int observe(void *ud, size_t batch, size_t call, int err, const char *msg,
                    struct redisReply *r)
 {
@@ -59,6 +108,10 @@ static int observe(void *ud, size_t batch, size_t call, int err, const char *msg
          * calls back.) */
         redlock__retry_heard(&o->c->retry, node);
     }
+    if (err && !redlock__refuses_for_good(err) && err != REDLOCK_ECANCELED)
+        note_no_reply(o->c, node, err, msg);
+    else if (!err)
+        note_reply(o->c, node);
     if (err && redlock__refuses_for_good(err))
         warn_refusal(o->c, node, err, msg);
     else if (!err && r->type == REDIS_REPLY_ERROR &&

@@ -76,6 +76,10 @@ struct redlock_client {
     uint64_t acquire_sum_us;
     redlock__histogram handoff, renewal_lag;
     unsigned char node_silent[REDLOCK__MAX_NODES]; /* health.c, atomics */
+    /* health.c, atomics: since when a node has given no reply (0: it
+     * answers), and whether that was logged as a warning. */
+    int64_t node_down_since_ns[REDLOCK__MAX_NODES];
+    unsigned char node_down_warned[REDLOCK__MAX_NODES];
 };
 
 typedef enum redlock__hold_state {
@@ -147,6 +151,7 @@ struct redlock_lock {
                                     * wd.mu, read without it by settle */
     unsigned char wd_listed;
     unsigned char wd_free_later;   /* freed from inside a tick using it */
+    unsigned char margin_lost;     /* renewed on exactly a quorum (logged) */
 };
 
 /* What one acquire attempt heard (quorum.c fills it, hold.c records it). */

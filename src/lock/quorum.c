@@ -217,6 +217,54 @@ static redlock__fence fence_phase(redlock_lock *l, const char *field, const acqu
     return REDLOCK__FENCE_CONFIRMED;
 }
 
+/* One member's part of an attempt, for the DEBUG line. */
+static int describe_member(char *out, size_t cap, const redlock_member_report *r)
+{
+    switch (r->outcome) {
+    case REDLOCK_MEMBER_GRANTED:
+        return snprintf(out, cap, "granted in %lld us", (long long)r->latency_us);
+    case REDLOCK_MEMBER_HELD_ELSEWHERE:
+        return snprintf(out, cap, "held elsewhere (ttl %lld ms)", (long long)r->pttl_ms);
+    case REDLOCK_MEMBER_TIMEOUT:
+        return snprintf(out, cap, "timeout");
+    case REDLOCK_MEMBER_ERROR:
+        return snprintf(out, cap, "%s: %s", redlock_strerror(r->err), r->message);
+    default:
+        return snprintf(out, cap, "not waited for");
+    }
+}
+
+/* DEBUG: one line per attempt, with every member's answer. */
+static void log_attempt(redlock_lock *l, const acquire_ctx *a, const redlock__attempt_result *res,
+                        int rc)
+{
+    redlock_client *c = l->client;
+    char members[400];
+    size_t m, off = 0;
+
+    if (!redlock__log_on(c, REDLOCK_LOG_DEBUG))
+        return;
+    members[0] = '\0';
+    for (m = 0; m < l->n && off + 1 < sizeof(members); m++) {
+        int w = snprintf(members + off, sizeof(members) - off, "%s%s ", m ? "; " : "",
+                         c->nodes ? c->nodes[l->members[m].node].uri.display : "node");
+
+        if (w < 0 || (size_t)w >= sizeof(members) - off)
+            break;
+        off += (size_t)w;
+        w = describe_member(members + off, sizeof(members) - off, &a->rep[m]);
+        if (w < 0 || (size_t)w >= sizeof(members) - off)
+            break;
+        off += (size_t)w;
+    }
+    redlock__log(c, REDLOCK_LOG_DEBUG,
+                 "lock '%.200s' attempt %.12s: %d granted, %d busy, %d failed of %zu (quorum %d), "
+                 "validity %lld ms: %s [%s]",
+                 l->members[0].name, res->request_id, a->granted, a->busy, a->failed, l->n,
+                 l->quorum, (long long)res->validity_ms, rc ? redlock_strerror(rc) : "acquired",
+                 members);
+}
+
 /* send -> decide -> fence -> (abort on failure). */
 int redlock__attempt(redlock_lock *l, const char *field, int64_t lease_ms, int reentry,
                      redlock__attempt_result *res)
@@ -265,6 +313,7 @@ int redlock__attempt(redlock_lock *l, const char *field, int64_t lease_ms, int r
         /* Failed: undo on every member that may have granted, including
          * those that timed out or were never heard from. */
         redlock__abort_members(l, field, request_id, lease_ms, a.may_hold);
+    log_attempt(l, &a, res, rc);
     free(a.answer);
     return rc;
 }

@@ -250,6 +250,7 @@ void redlock__abort_members(redlock_lock *l, const char *field, const char *requ
     redlock__plan p;
     unsigned char *answered = calloc(l->n, 1);
     int64_t now = c->tp.ops->now_ns(c->tp.ctx);
+    size_t deferred;
 
     if (!answered)
         return;
@@ -268,7 +269,10 @@ void redlock__abort_members(redlock_lock *l, const char *field, const char *requ
     make_strict(&p);
     s.plan = &p;
     redlock__fanout(c, p.batches, p.nb, on_simple_reply, &s);
-    defer_unanswered(l, &p, answered, now + lease_ms * REDLOCK__NS_PER_MS);
+    deferred = defer_unanswered(l, &p, answered, now + lease_ms * REDLOCK__NS_PER_MS);
+    redlock__log(c, REDLOCK_LOG_DEBUG,
+                 "lock '%.200s' abort %.12s: %d undone, %d not held, %zu left to the background",
+                 l->members[0].name, request_id, s.ok, s.not_held, deferred);
     redlock__plan_free(&p);
 out:
     free(answered);
@@ -318,7 +322,7 @@ int redlock__release_members(redlock_lock *l, const char *field, const redlock__
     redlock__plan p;
     char request_id[33];
     int64_t now = c->tp.ops->now_ns(c->tp.ctx);
-    size_t m;
+    size_t m, deferred;
     int rc;
 
     memset(&s, 0, sizeof(s));
@@ -352,8 +356,12 @@ int redlock__release_members(redlock_lock *l, const char *field, const redlock__
     s.plan = &p;
     make_strict(&p);
     redlock__fanout(c, p.batches, leave_silent_to_background(c, &p, s.rep), on_simple_reply, &s);
-    redlock__stat_add(&c->stats.background_releases,
-                      defer_unanswered(l, &p, s.answered, give_up_ns));
+    deferred = defer_unanswered(l, &p, s.answered, give_up_ns);
+    redlock__stat_add(&c->stats.background_releases, deferred);
+    redlock__log(c, REDLOCK_LOG_DEBUG,
+                 "lock '%.200s' release: %d released, %d still held (re-entered), %d not held, "
+                 "%zu left to the background",
+                 l->members[0].name, s.ok, s.other, s.not_held, deferred);
     redlock__plan_free(&p);
     free(s.answered);
     free(s.gens);

@@ -43,6 +43,7 @@ typedef struct held {
     int64_t lease_ms;
     int64_t validity_end_ns;
     int64_t acquired_ns;
+    int64_t lag_ns;               /* how late the tick came for it */
     int genuine, other, vanished, failed;
     unsigned char *member_answer; /* renew_answer per member */
 } held;
@@ -193,6 +194,7 @@ static int collect(redlock_client *c, tick *t, int64_t now)
             h->lease_ms = l->lease_ms;
             h->validity_end_ns = l->validity_end_ns;
             h->acquired_ns = l->acquired_ns;
+            h->lag_ns = now > l->next_renew_ns ? now - l->next_renew_ns : 0;
             redlock__fmt_i64(h->lease, sizeof(h->lease), l->lease_ms);
         }
         pthread_mutex_unlock(&l->mu);
@@ -331,7 +333,7 @@ static int judge(redlock_client *c, held *h, int64_t t_tick, int64_t now,
     redlock_on_lost_fn notify = NULL;
     void *ud = NULL;
     uint64_t owner = 0;
-    int reason = 0;
+    int reason = 0, margin_change = 0;
     size_t m;
 
     pthread_mutex_lock(&l->mu);
@@ -362,6 +364,12 @@ static int judge(redlock_client *c, held *h, int64_t t_tick, int64_t now,
         l->next_renew_ns = t_tick + lease_ns / 3;
         for (m = 0; m < l->n; m++)
             restore[m] = h->member_answer[m] == ANSWER_VANISHED;
+        /* On exactly a quorum, one more failure loses the lock: worth an
+         * operator's eye, once, and once more when the margin is back. */
+        if ((h->genuine <= l->quorum && l->quorum < (int)l->n) != l->margin_lost) {
+            l->margin_lost = !l->margin_lost;
+            margin_change = l->margin_lost ? 1 : -1;
+        }
         break;
     case REDLOCK__VERDICT_RETRY:
         l->next_renew_ns = now + retry;
@@ -378,7 +386,14 @@ static int judge(redlock_client *c, held *h, int64_t t_tick, int64_t now,
         redlock__hold_mark_lost(l, reason);
     }
     pthread_mutex_unlock(&l->mu);
-    /* Told outside l->mu, so the callback may use this lock and others. */
+    /* Logged and told outside l->mu, so callbacks may use this lock. */
+    if (margin_change > 0)
+        redlock__log(c, REDLOCK_LOG_INFO,
+                     "lock '%.200s' renewed on only %d of %zu members: one more failure and "
+                     "it is lost", l->members[0].name, h->genuine, l->n);
+    else if (margin_change < 0)
+        redlock__log(c, REDLOCK_LOG_INFO, "lock '%.200s' renewed on %d of %zu members again",
+                     l->members[0].name, h->genuine, l->n);
     if (notify)
         notify(ud, l, owner, reason);
     return reason;
@@ -424,13 +439,35 @@ static void stretch_deadlines(tick *t, int64_t t_tick, int64_t lease_ms)
     }
 }
 
+/* Renewal lag into the histogram; one DEBUG line per tick that did anything. */
+static void log_tick(redlock_client *c, const tick *t, size_t pending_left, int64_t took_ns)
+{
+    int64_t max_lag = 0;
+    size_t i, probes = 0;
+
+    for (i = 0; i < t->n_held; i++) {
+        redlock__stats_observe_renewal_lag(c, t->held[i].lag_ns);
+        if (t->held[i].lag_ns > max_lag)
+            max_lag = t->held[i].lag_ns;
+    }
+    for (i = 0; i < REDLOCK__MAX_NODES; i++)
+        probes += t->probe[i];
+    if (t->n_held + t->n_pending + probes == 0)
+        return;
+    redlock__log(c, REDLOCK_LOG_DEBUG,
+                 "watchdog tick: %zu holds renewed (max lag %lld ms), %zu background calls "
+                 "(%zu still owed), %zu probes, %zu batches, %lld ms",
+                 t->n_held, (long long)(max_lag / REDLOCK__NS_PER_MS), t->n_pending,
+                 pending_left, probes, t->nb, (long long)(took_ns / REDLOCK__NS_PER_MS));
+}
+
 void redlock__watchdog_tick(redlock_client *c)
 {
     const redlock__transport_ops *ops = c->tp.ops;
     int64_t t_tick = ops->now_ns(c->tp.ctx), now, deadline;
     int64_t lease_ms = c->watchdog_lease_ms;
     tick t;
-    size_t i;
+    size_t i, left;
 
     memset(&t, 0, sizeof(t));
     pthread_mutex_lock(&c->wd.run_mu);
@@ -483,8 +520,10 @@ void redlock__watchdog_tick(redlock_client *c)
             redlock__restore_members(h->l, h->field, h->lease_ms, restore,
                                      now + redlock__node_timeout_ns(c, h->lease_ms));
     }
-    redlock__retry_settle(&c->retry, t.pending, t.pending_done, t.probe, t.probe_heard, now);
+    left = redlock__retry_settle(&c->retry, t.pending, t.pending_done, t.probe, t.probe_heard,
+                                 now);
     t.pending = NULL;
+    log_tick(c, &t, left, now - t_tick);
     pthread_mutex_lock(&c->wd.mu);
     for (i = 0; i < t.n_held; i++)
         __atomic_sub_fetch(&t.held[i].l->wd_pins, 1, __ATOMIC_RELEASE);

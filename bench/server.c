@@ -1,0 +1,317 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * Scenario "server": what a lock cycle costs the servers, and what that
+ * does to throughput, against the "Redisson floor" (redisson.h):
+ * Redisson's own lock and unlock scripts sent by hand.
+ *
+ *   - server_cost, N = 1 and N = 5: one thread, uncontended acquire +
+ *     release cycles, the library (redlock_try_lock_for + redlock_unlock)
+ *     and the floor in alternating chunks. Server time per cycle is the
+ *     EVAL/EVALSHA usec of INFO commandstats summed over the nodes,
+ *     diffed around each chunk; commands per cycle likewise. Client
+ *     cycles/s and CPU per cycle too.
+ *   - server_threads: 16 threads on 16 names at N = 5, the library over
+ *     one shared client against 16 floor threads with their own sockets,
+ *     in alternating chunks: cycles/s.
+ *
+ * Targets (issue "A lean per-node protocol"): library server time per
+ * cycle <= 1.25x the floor's; uncontended cycles/s >= 1.0x the floor's at
+ * N = 1 and N = 5; 16 threads on 16 names >= 1.0x.
+ *
+ * Options: --cycles C (default 4000), --rounds R (8), --threads T (16),
+ * --seconds S per threaded chunk (0.5).
+ */
+#define _GNU_SOURCE
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "common.h"
+#include "raw.h"
+#include "redisson.h"
+
+const char *bench_name = "server";
+
+#define LEASE_MS 10000
+
+typedef struct meter {
+    long long usec, calls;
+    int64_t wall_ns;
+    long cycles;
+    double cpu_s;
+} meter;
+
+typedef struct probe {
+    raw_conn conns[BENCH_MAX_NODES];
+    size_t n;
+} probe;
+
+static void server_now(probe *p, long long *usec, long long *calls)
+{
+    size_t i;
+
+    *usec = *calls = 0;
+    for (i = 0; i < p->n; i++) {
+        long long u, c;
+
+        bench_server_usec(&p->conns[i], &u, &c);
+        *usec += u;
+        *calls += c;
+    }
+}
+
+/* Runs fn for a chunk of cycles and adds its server and client cost to m. */
+typedef void (*cycle_fn)(void *ud);
+
+static void chunk(probe *p, meter *m, long cycles, cycle_fn fn, void *ud)
+{
+    long long u0, c0, u1, c1;
+    double us0, ss0, us1, ss1;
+    int64_t t0;
+    long i;
+
+    server_now(p, &u0, &c0);
+    bench_cpu(&us0, &ss0);
+    t0 = bench_now_ns();
+    for (i = 0; i < cycles; i++)
+        fn(ud);
+    m->wall_ns += bench_now_ns() - t0;
+    bench_cpu(&us1, &ss1);
+    server_now(p, &u1, &c1);
+    m->usec += u1 - u0;
+    m->calls += c1 - c0;
+    m->cycles += cycles;
+    m->cpu_s += (us1 - us0) + (ss1 - ss0);
+}
+
+static void floor_cycle(void *ud)
+{
+    redisson_floor *f = ud;
+
+    redisson_floor_lock(f);
+    redisson_floor_unlock(f);
+}
+
+static void library_cycle(void *ud)
+{
+    redlock_lock *l = ud;
+
+    bench_check(redlock_try_lock_for(l, 0, LEASE_MS), "try_lock_for");
+    bench_check(redlock_unlock(l), "unlock");
+}
+
+static void put_meter(bench_json *j, const char *key, const meter *m)
+{
+    bench_json_obj(j, key);
+    bench_json_num(j, "server_us_per_cycle", (double)m->usec / (double)m->cycles);
+    bench_json_num(j, "commands_per_cycle", (double)m->calls / (double)m->cycles);
+    bench_json_num(j, "cycles_per_s", (double)m->cycles / ((double)m->wall_ns / 1e9));
+    bench_json_num(j, "cpu_us_per_cycle", m->cpu_s * 1e6 / (double)m->cycles);
+    bench_json_end_obj(j);
+}
+
+static void cost(const bench_args *a, probe *p, size_t n, long cycles, long rounds)
+{
+    redisson_floor *f = malloc(sizeof(*f));
+    meter lib = {0}, flo = {0};
+    redlock_client *c = bench_client(a, n, NULL);
+    redlock_lock *l;
+    char name[96];
+    long r, per = cycles / rounds;
+    double server_ratio, speed_ratio;
+    bench_json j;
+
+    if (!f)
+        bench_die("out of memory");
+    snprintf(name, sizeof(name), "bench:server:floor:%d:%zu", (int)getpid(), n);
+    redisson_floor_init(f, a, n, name, LEASE_MS);
+    snprintf(name, sizeof(name), "bench:server:lib:%d:%zu", (int)getpid(), n);
+    bench_check(redlock_lock_new(c, name, NULL, &l), "lock_new");
+    for (r = 0; r < 200; r++) {
+        floor_cycle(f);
+        library_cycle(l);
+    }
+    /* Alternating chunks: a machine that slows down for a while slows
+     * both alike. */
+    for (r = 0; r < rounds; r++) {
+        chunk(p, &flo, per, floor_cycle, f);
+        chunk(p, &lib, per, library_cycle, l);
+    }
+    redlock_lock_free(l);
+    redlock_client_free(c);
+    redisson_floor_free(f);
+    free(f);
+
+    server_ratio = ((double)lib.usec / lib.cycles) / ((double)flo.usec / flo.cycles);
+    speed_ratio = ((double)lib.cycles / lib.wall_ns) / ((double)flo.cycles / flo.wall_ns);
+    bench_json_begin(&j, "server_cost");
+    bench_json_obj(&j, "params");
+    bench_json_int(&j, "nodes", (long long)n);
+    bench_json_int(&j, "cycles", lib.cycles);
+    bench_json_int(&j, "lease_ms", LEASE_MS);
+    bench_json_end_obj(&j);
+    put_meter(&j, "library", &lib);
+    bench_json_obj(&j, "baseline");
+    bench_json_str(&j, "name", "Redisson floor: Redisson's lock/unlock scripts by hand, same run");
+    put_meter(&j, "floor", &flo);
+    bench_json_end_obj(&j);
+    bench_json_obj(&j, "ratio");
+    bench_json_num(&j, "server_us_library_over_floor", server_ratio);
+    bench_json_num(&j, "cycles_per_s_library_over_floor", speed_ratio);
+    bench_json_end_obj(&j);
+    bench_json_target(&j, "server us per cycle, library / Redisson floor", server_ratio, 1.25);
+    bench_json_print(&j);
+
+    bench_json_begin(&j, "server_uncontended");
+    bench_json_obj(&j, "params");
+    bench_json_int(&j, "nodes", (long long)n);
+    bench_json_end_obj(&j);
+    bench_json_num(&j, "ops_per_s", (double)lib.cycles / ((double)lib.wall_ns / 1e9));
+    bench_json_obj(&j, "ratio");
+    bench_json_num(&j, "cycles_per_s_library_over_floor", speed_ratio);
+    bench_json_end_obj(&j);
+    /* A target is "at least": met when the library/floor ratio >= 1. */
+    bench_json_target(&j, "floor cycles/s / library cycles/s (<= 1 means library >= floor)",
+                      1.0 / speed_ratio, 1.0);
+    bench_json_print(&j);
+}
+
+/* ---- 16 threads on 16 names ------------------------------------------- */
+
+typedef struct worker {
+    pthread_t th;
+    const bench_args *a;
+    redlock_client *c;      /* library mode: shared */
+    int library;
+    int index;
+    int64_t until_ns;
+    long cycles;
+} worker;
+
+static void *work(void *arg)
+{
+    worker *w = arg;
+    char name[96];
+
+    snprintf(name, sizeof(name), "bench:server:t%d:%d:%d", w->library, (int)getpid(),
+             w->index);
+    if (w->library) {
+        redlock_lock *l;
+
+        bench_check(redlock_lock_new(w->c, name, NULL, &l), "lock_new");
+        while (bench_now_ns() < w->until_ns) {
+            library_cycle(l);
+            w->cycles++;
+        }
+        redlock_lock_free(l);
+    } else {
+        redisson_floor *f = malloc(sizeof(*f));
+
+        if (!f)
+            bench_die("out of memory");
+        redisson_floor_init(f, w->a, 5, name, LEASE_MS);
+        while (bench_now_ns() < w->until_ns) {
+            floor_cycle(f);
+            w->cycles++;
+        }
+        redisson_floor_free(f);
+        free(f);
+    }
+    return NULL;
+}
+
+static long run_threads(const bench_args *a, redlock_client *c, int library, int threads,
+                        double seconds, int64_t *wall_ns)
+{
+    worker *w = calloc((size_t)threads, sizeof(*w));
+    int64_t t0 = bench_now_ns();
+    long total = 0;
+    int i;
+
+    if (!w)
+        bench_die("out of memory");
+    for (i = 0; i < threads; i++) {
+        w[i] = (worker){.a = a, .c = c, .library = library, .index = i,
+                        .until_ns = t0 + (int64_t)(seconds * 1e9)};
+        if (pthread_create(&w[i].th, NULL, work, &w[i]) != 0)
+            bench_die("pthread_create");
+    }
+    for (i = 0; i < threads; i++) {
+        pthread_join(w[i].th, NULL);
+        total += w[i].cycles;
+    }
+    *wall_ns += bench_now_ns() - t0;
+    free(w);
+    return total;
+}
+
+static void threads16(const bench_args *a, int threads, double seconds, long rounds)
+{
+    redlock_options o = {0};
+    redlock_client *c;
+    int64_t lib_ns = 0, flo_ns = 0;
+    long lib = 0, flo = 0, r;
+    double ratio;
+    bench_json j;
+
+    /* The floor waits for every reply however long it takes; so does the
+     * library here (the default 50 ms node timeout is for production
+     * latencies, not for 16 threads and 5 servers on 2 cores). */
+    o.node_timeout_ms = 2000;
+    c = bench_client(a, 5, &o);
+    for (r = 0; r < rounds; r++) {
+        flo += run_threads(a, NULL, 0, threads, seconds, &flo_ns);
+        lib += run_threads(a, c, 1, threads, seconds, &lib_ns);
+    }
+    redlock_client_free(c);
+    ratio = ((double)lib / lib_ns) / ((double)flo / flo_ns);
+    bench_json_begin(&j, "server_threads");
+    bench_json_obj(&j, "params");
+    bench_json_int(&j, "nodes", 5);
+    bench_json_int(&j, "threads", threads);
+    bench_json_int(&j, "names", threads);
+    bench_json_num(&j, "seconds", seconds * (double)rounds);
+    bench_json_end_obj(&j);
+    bench_json_num(&j, "ops_per_s", (double)lib / ((double)lib_ns / 1e9));
+    bench_json_obj(&j, "baseline");
+    bench_json_str(&j, "name", "Redisson floor, one thread and socket set per name, same run");
+    bench_json_num(&j, "ops_per_s", (double)flo / ((double)flo_ns / 1e9));
+    bench_json_end_obj(&j);
+    bench_json_obj(&j, "ratio");
+    bench_json_num(&j, "ops_library_over_floor", ratio);
+    bench_json_end_obj(&j);
+    bench_json_target(&j, "floor ops/s / library ops/s, shared client (<= 1 means library >= floor)",
+                      1.0 / ratio, 1.0);
+    bench_json_print(&j);
+}
+
+int main(int argc, char **argv)
+{
+    bench_args a;
+    probe p;
+    long cycles, rounds, threads;
+    double seconds;
+    size_t i;
+
+    bench_parse_args(&a, argc, argv);
+    cycles = bench_opt_long(argc, argv, "--cycles", bench_scaled(&a, 4000, 200));
+    rounds = bench_opt_long(argc, argv, "--rounds", 8);
+    threads = bench_opt_long(argc, argv, "--threads", 16);
+    seconds = atof(bench_opt(argc, argv, "--seconds", "0.5")) * (a.scale < 1 ? 0.5 : 1);
+    if (rounds < 1 || cycles < rounds || threads < 1 || threads > 256 || seconds <= 0)
+        bench_die("bad --cycles/--rounds/--threads/--seconds");
+    if (a.n_nodes < 5)
+        bench_die("needs 5 nodes (--nodes), %zu given", a.n_nodes);
+    memset(&p, 0, sizeof(p));
+    p.n = 5;
+    for (i = 0; i < p.n; i++)
+        raw_connect(&p.conns[i], a.hosts[i], a.ports[i], a.user, a.pass);
+    cost(&a, &p, 1, cycles, rounds);
+    cost(&a, &p, 5, cycles, rounds);
+    threads16(&a, (int)threads, seconds, rounds / 2 > 0 ? rounds / 2 : 1);
+    for (i = 0; i < p.n; i++)
+        raw_close(&p.conns[i]);
+    return 0;
+}

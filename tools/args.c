@@ -629,7 +629,7 @@ int cli_client_new(cli_globals *g, redlock_client **out)
 }
 
 int cli_lock_new(cli_globals *g, redlock_client *c, const char *name, int fencing,
-                 redlock_lock **out)
+                 const char *holder_command, redlock_lock **out)
 {
     redlock_lock_options lo;
     int rc;
@@ -637,6 +637,8 @@ int cli_lock_new(cli_globals *g, redlock_client *c, const char *name, int fencin
     memset(&lo, 0, sizeof(lo));
     lo.quorum = g->quorum;
     lo.fencing = fencing;
+    lo.holder_facts = holder_command != NULL;
+    lo.holder_command = holder_command;
     rc = redlock_lock_new(c, name, &lo, out);
     if (rc == REDLOCK_EINVAL) {
         cli_error("lock name", "%s", redlock_last_error());
@@ -677,36 +679,44 @@ void cli_free_globals(cli_globals *g)
 
 /* ---- the options of the commands ------------------------------------------ */
 
+int cli_name_arg(const char *cmd, int id, const char *v, const char **name)
+{
+    switch (id) {
+    case CLI_OPT_HELP:
+        cli_usage(cmd, 0);
+        return -1;
+    case CLI_ARG_ERROR:
+        return CLI_EX_USAGE;
+    case CLI_ARG_POSITIONAL:
+        if (*name) {
+            cli_error(cmd, "unexpected argument '%s' (one lock NAME)", v);
+            return CLI_EX_USAGE;
+        }
+        *name = v;
+        return 0;
+    case CLI_ARG_DASHDASH:
+        cli_error(cmd, "unexpected '--'");
+        return CLI_EX_USAGE;
+    default:
+        return 1;
+    }
+}
+
 int cli_parse_name_opt(cli_globals *g, const char *cmd, int argc, char **argv,
                        const cli_opt *opts, int *force, const char **name)
 {
     cli_args a = {argc, argv, 0, cmd, g};
     const char *v;
-    int id;
+    int id, rc;
 
     *name = NULL;
     while ((id = cli_next(&a, opts, &v)) != CLI_ARG_END) {
-        switch (id) {
-        case CLI_OPT_HELP:
-            cli_usage(cmd, 0);
-            return -1;
-        case CLI_ARG_ERROR:
-            return CLI_EX_USAGE;
-        case CLI_ARG_POSITIONAL:
-            if (*name) {
-                cli_error(cmd, "unexpected argument '%s' (one lock NAME)", v);
-                return CLI_EX_USAGE;
-            }
-            *name = v;
-            break;
-        case CLI_ARG_DASHDASH:
-            cli_error(cmd, "unexpected '--'");
-            return CLI_EX_USAGE;
-        default:
-            if (force) {
-                *force = 1;
-                break;
-            }
+        if ((rc = cli_name_arg(cmd, id, v, name)) != 1) {
+            if (rc)
+                return rc;
+        } else if (force) {
+            *force = 1;
+        } else {
             cli_error(cmd, "internal error: unexpected option %d", id);
             return CLI_EX_SOFTWARE;
         }

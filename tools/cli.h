@@ -169,9 +169,11 @@ int cli_split_nodes(cli_globals *g, const char *src);
  * $REDLOCK_PASSWORD, else password_file). Returns 0 or an exit status
  * after printing the error. */
 int cli_client_new(cli_globals *g, redlock_client **out);
-/* Creates the lock NAME over every node with the global quorum. */
+/* Creates the lock NAME over every node with the global quorum. A
+ * holder_command (exec's) makes every hold record its holder facts with
+ * that command line; NULL records none. */
 int cli_lock_new(cli_globals *g, redlock_client *c, const char *name, int fencing,
-                 redlock_lock **out);
+                 const char *holder_command, redlock_lock **out);
 /* Why member i failed in report r, without the node name that transport
  * messages start with (the caller prints it). Points into r or static. */
 const char *cli_member_why(redlock_client *c, size_t i, const redlock_member_report *r);
@@ -183,6 +185,11 @@ void cli_free_globals(cli_globals *g);
  * help, or an exit status after printing the error. */
 int cli_parse_name(cli_globals *g, const char *cmd, int argc, char **argv, const cli_opt *opts,
                    int *force, const char **name);
+/* What every such parser does with cli_next()'s id: the help, usage
+ * errors, the one NAME (into *name), "--". Returns 0 when it took id, 1
+ * when id is a command option (the caller's), -1 after printing the help,
+ * or an exit status after printing the error. */
+int cli_name_arg(const char *cmd, int id, const char *v, const char **name);
 /* The same, but NAME may be left out (*name is then NULL). */
 int cli_parse_name_opt(cli_globals *g, const char *cmd, int argc, char **argv,
                        const cli_opt *opts, int *force, const char **name);
@@ -214,6 +221,21 @@ int cli_parse_exec(cli_globals *g, int argc, char **argv, cli_exec_opts *o);
 /* Fills what the command line left open from the configuration file
  * (wait, lease), loading it first. Returns 0 or an exit status. */
 int cli_exec_defaults(cli_globals *g, cli_exec_opts *o);
+
+/* ---- holder facts (holder.c) ------------------------------------------------ */
+
+/* The command line exec records in its holder facts: the -c STRING, or
+ * the command's arguments joined with spaces (cut to fit cap). */
+void cli_exec_command_line(const cli_exec_opts *o, char *buf, size_t cap);
+/* Prints the holder's host, pid, command and since (local time and how
+ * long ago), escaped; nothing when f is NULL or not found. */
+void cli_holder_text(const redlock_holder_facts *f);
+/* Appends ,"host":...,"pid":...,"command":...,"since_ms":... to a JSON
+ * object being printed; nulls when f is NULL or not found. */
+void cli_holder_json(const redlock_holder_facts *f);
+/* "3 of 5 nodes answer: one more failure and no lock can be taken" and
+ * the like: how many more nodes may fail before no lock can be taken. */
+void cli_margin_text(size_t reachable, size_t n, int quorum);
 
 /* ---- configuration files (config.c) ---------------------------------------- */
 

@@ -774,7 +774,7 @@ int cli_cmd_exec(cli_globals *g, int argc, char **argv)
     waiter w;
     redlock_client *client = NULL;
     redlock_lock *lock = NULL;
-    char why[512];
+    char why[512], command[1024];
     int64_t t0, waited_ms;
     int rc, sig;
 
@@ -802,7 +802,9 @@ int cli_cmd_exec(cli_globals *g, int argc, char **argv)
     }
     if ((rc = cli_client_new(g, &client)) != 0)
         goto out;
-    if ((rc = cli_lock_new(g, client, o.name, o.fencing, &lock)) != 0)
+    /* Always recorded: `redlock status` shows who runs what under it. */
+    cli_exec_command_line(&o, command, sizeof(command));
+    if ((rc = cli_lock_new(g, client, o.name, o.fencing, command, &lock)) != 0)
         goto out;
     redlock_lock_set_on_lost(lock, on_lost, &s.lost_reason);
 

@@ -63,7 +63,8 @@ static const char exec_help[] =
     "REDLOCK_NODES with user info in it (unless --keep-secret-env). CMD runs in\n"
     "a process group of its own; a lost lock, a forwarded signal and the death\n"
     "of redlock (even by SIGKILL) signal the whole group. INT/TERM/HUP while\n"
-    "waiting end the wait (128+N).\n"
+    "waiting end the wait (128+N). The hold records who holds it (host,\n"
+    "redlock's pid, CMD, start time) for `redlock status`.\n"
     "\n"
     "  -c, --command STRING       run STRING with /bin/sh -c (instead of CMD)\n"
     "  -w, --wait DURATION|forever  give up after DURATION (0: one attempt;\n"
@@ -97,17 +98,26 @@ static const char exec_help[] =
     "70 internal error; 126/127 CMD could not be run.\n";
 
 static const char status_help[] =
-    "usage: redlock [GLOBAL OPTIONS] status NAME [--json]\n"
+    "usage: redlock [GLOBAL OPTIONS] status NAME [--json] [--watch [INTERVAL]]\n"
+    "                                     [--count N]\n"
     "       redlock [GLOBAL OPTIONS] status [NAME] --metrics\n"
     "\n"
     "Shows, for every node, whether it answered, the holder field(s), the hold\n"
     "count, the remaining lease (PTTL) and the stored fencing token, then whether\n"
-    "one holder holds the lock on a quorum of nodes.\n"
+    "one holder holds the lock on a quorum of nodes. For a holder that recorded\n"
+    "its facts (redlock exec always does): its host, pid (for exec, redlock's\n"
+    "own; the command is its child), command line and since when it holds the\n"
+    "lock. Last, how many more nodes may fail before no lock can be taken.\n"
+    "  --watch [INTERVAL]  show it again every INTERVAL (default 1s; 250ms, 2s,\n"
+    "             1m...) until interrupted (INT or TERM: exit 0); a terminal\n"
+    "             is cleared for each view\n"
+    "  --count N  with --watch: stop after N views\n"
     "  --metrics  instead, after reading NAME (or a key nobody locks) on every\n"
     "             node, print the client's counters and histograms in the\n"
     "             Prometheus text format 0.0.4 (a one-shot scrape; node\n"
     "             failures show which nodes did not answer)\n"
-    "Exit status: 0; 69 if fewer than a quorum of nodes answered.\n";
+    "Exit status: 0; 69 if fewer than a quorum of nodes answered (with --watch:\n"
+    "the last view's).\n";
 
 static const char unlock_help[] =
     "usage: redlock [GLOBAL OPTIONS] unlock NAME --force\n"

@@ -5,10 +5,13 @@
  * that inspection in the Prometheus text format. redlock unlock NAME
  * --force: deletes it on every node, whoever holds it.
  */
+#include <errno.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "cli.h"
 
@@ -21,6 +24,8 @@ typedef struct probe {
     int rc;
     char error[128];  /* the size of redlock_member_state.message */
     redlock_member_state st;
+    int want_facts;
+    redlock_holder_facts facts; /* found 0 when unread or absent */
 } probe;
 
 static void *probe_main(void *arg)
@@ -30,10 +35,15 @@ static void *probe_main(void *arg)
     p->rc = redlock_lock_inspect(p->lock, p->member, &p->st);
     if (p->rc != REDLOCK_OK)
         snprintf(p->error, sizeof(p->error), "%s", redlock_last_error());
+    /* A second round trip on the same thread: facts are only worth
+     * reading from a member that holds the lock. */
+    else if (p->want_facts && p->st.reachable && p->st.exists &&
+             redlock_lock_holder_facts(p->lock, p->member, &p->facts) != REDLOCK_OK)
+        p->facts.found = 0;
     return NULL;
 }
 
-static void inspect_all(redlock_lock *lock, probe *p, size_t n)
+static void inspect_all(redlock_lock *lock, probe *p, size_t n, int want_facts)
 {
     size_t i;
 
@@ -41,6 +51,7 @@ static void inspect_all(redlock_lock *lock, probe *p, size_t n)
         memset(&p[i], 0, sizeof(p[i]));
         p[i].lock = lock;
         p[i].member = i;
+        p[i].want_facts = want_facts;
         p[i].st.pttl_ms = -2;
         if (pthread_create(&p[i].thread, NULL, probe_main, &p[i]) != 0) {
             /* Too many threads: read this member here instead. */
@@ -65,11 +76,14 @@ typedef struct verdict {
     const char *holder;       /* the field held on the most members */
     size_t holder_nodes;
     int held;                 /* holder_nodes >= quorum */
+    /* The holder's facts, from a member whose facts name that holder: a
+     * previous holder's facts may outlive its hold. NULL: none. */
+    const redlock_holder_facts *facts;
 } verdict;
 
 static verdict decide(const probe *p, size_t n, int quorum)
 {
-    verdict v = {0, NULL, 0, 0};
+    verdict v = {0, NULL, 0, 0, NULL};
     size_t i, j, count;
 
     for (i = 0; i < n; i++) {
@@ -88,6 +102,9 @@ static verdict decide(const probe *p, size_t n, int quorum)
         }
     }
     v.held = v.holder && (int)v.holder_nodes >= quorum;
+    for (i = 0; v.held && !v.facts && i < n; i++)
+        if (p[i].facts.found && strcmp(p[i].facts.owner, v.holder) == 0)
+            v.facts = &p[i].facts;
     return v;
 }
 
@@ -125,8 +142,10 @@ static void print_json(redlock_client *c, const char *name, int quorum, const pr
         cli_json_string(v->holder);
     else
         printf("null");
-    printf(",\"holder_nodes\":%zu,\"held_by_quorum\":%s}\n", v->holder_nodes,
+    printf(",\"holder_nodes\":%zu,\"held_by_quorum\":%s", v->holder_nodes,
            v->held ? "true" : "false");
+    cli_holder_json(v->facts);
+    printf(",\"margin\":%lld}\n", (long long)v->reachable - quorum);
 }
 
 /* Room for a holder field, escaped (four bytes per byte at most). */
@@ -175,6 +194,8 @@ static void print_text(redlock_client *c, const char *name, int quorum, const pr
                n);
     else
         printf("held by quorum: no (free)\n");
+    cli_holder_text(v->facts);
+    cli_margin_text(v->reachable, n, quorum);
 }
 
 /* The name --metrics inspects when given none: a key nobody locks, read
@@ -206,52 +227,177 @@ static int print_metrics(redlock_client *c)
     return rc == REDLOCK_OK ? 0 : CLI_EX_SOFTWARE;
 }
 
-int cli_cmd_status(cli_globals *g, int argc, char **argv)
-{
-    static const cli_opt opts[] = {{"metrics", 0, 0, 1}, {NULL, 0, 0, 0}};
-    probe p[64];
-    redlock_client *c = NULL;
-    redlock_lock *lock = NULL;
-    const char *name;
-    verdict v;
-    size_t n;
-    int rc, quorum, metrics = 0, probe_only;
+enum { S_METRICS = 1, S_WATCH, S_COUNT };
 
-    if ((rc = cli_parse_name_opt(g, "status", argc, argv, opts, &metrics, &name)) != 0)
-        return rc < 0 ? 0 : rc;
-    if (!name && !metrics) {
-        cli_error("status", "missing lock NAME");
+#define WATCH_MAX_MS 86400000 /* a day between views */
+
+typedef struct status_opts {
+    const char *name;         /* NULL: --metrics without a lock */
+    int metrics;
+    int watch;                /* refresh until interrupted */
+    int64_t interval_ms;
+    int64_t count;            /* 0: no limit */
+} status_opts;
+
+/* --watch [INTERVAL]: the value is optional, so it is the next argument
+ * only if that reads as a duration (starts with a digit); a lock name
+ * that does would come before --watch. */
+static int parse_status(cli_globals *g, int argc, char **argv, status_opts *o)
+{
+    static const cli_opt opts[] = {{"metrics", 0, 0, S_METRICS},
+                                   {"watch", 0, 0, S_WATCH},
+                                   {"count", 0, 1, S_COUNT},
+                                   {NULL, 0, 0, 0}};
+    cli_args a = {argc, argv, 0, "status", g};
+    const char *v;
+    int id, rc;
+
+    memset(o, 0, sizeof(*o));
+    o->interval_ms = 1000;
+    for (;;) {
+        if (a.i < argc && strncmp(argv[a.i], "--watch=", 8) == 0) {
+            o->watch = 1;
+            if (cli_parse_duration("--watch", argv[a.i++] + 8, 10, WATCH_MAX_MS, &o->interval_ms))
+                return CLI_EX_USAGE;
+            continue;
+        }
+        if ((id = cli_next(&a, opts, &v)) == CLI_ARG_END)
+            break;
+        if ((rc = cli_name_arg("status", id, v, &o->name)) != 1) {
+            if (rc)
+                return rc;
+            continue;
+        }
+        switch (id) {
+        case S_METRICS:
+            o->metrics = 1;
+            break;
+        case S_WATCH:
+            o->watch = 1;
+            if (a.i < argc && argv[a.i][0] >= '0' && argv[a.i][0] <= '9' &&
+                cli_parse_duration("--watch", argv[a.i++], 10, WATCH_MAX_MS, &o->interval_ms))
+                return CLI_EX_USAGE;
+            break;
+        case S_COUNT:
+            if (cli_parse_i64("--count", v, 1, INT64_MAX, &o->count))
+                return CLI_EX_USAGE;
+            break;
+        default:
+            cli_error("status", "internal error: unexpected option %d", id);
+            return CLI_EX_SOFTWARE;
+        }
+    }
+    if (o->count && !o->watch) {
+        cli_error("--count", "goes with --watch");
         return CLI_EX_USAGE;
     }
-    if (metrics && g->json) {
-        cli_error("--metrics", "prints the Prometheus text format; it does not go with --json");
-        return CLI_EX_USAGE;
-    }
-    probe_only = !name;
-    if (probe_only)
-        name = METRICS_PROBE_NAME;
-    if ((rc = cli_client_new(g, &c)) != 0)
-        return rc;
-    if ((rc = cli_lock_new(g, c, name, 0, &lock)) != 0)
-        goto out;
-    n = redlock_lock_member_count(lock);
-    quorum = redlock_lock_quorum(lock);
-    inspect_all(lock, p, n);
+    return 0;
+}
+
+/* One look at the lock: the probes, then the view. */
+static int status_view(cli_globals *g, redlock_client *c, redlock_lock *lock,
+                       const status_opts *o, const char *name)
+{
+    probe p[64];
+    size_t n = redlock_lock_member_count(lock);
+    int quorum = redlock_lock_quorum(lock), rc = 0;
+    verdict v;
+
+    inspect_all(lock, p, n, !o->metrics);
     v = decide(p, n, quorum);
-    if (metrics)
+    if (o->metrics)
         rc = print_metrics(c);
     else if (g->json)
         print_json(c, name, quorum, p, n, &v);
     else
         print_text(c, name, quorum, p, n, &v);
+    fflush(stdout);
     if ((int)v.reachable < quorum) {
-        cli_error(probe_only ? "status" : name, "%zu of %zu node(s) answered, quorum is %d",
+        cli_error(o->name ? name : "status", "%zu of %zu node(s) answered, quorum is %d",
                   v.reachable, n, quorum);
         rc = CLI_EX_NOQUORUM;
     }
+    return rc;
+}
+
+/* Sleeps ms, or less if SIGINT or SIGTERM (blocked, so only this wait
+ * takes them) comes: then returns 1. */
+static int interrupted_within(const sigset_t *stop, int64_t ms)
+{
+    struct timespec ts = {(time_t)(ms / 1000), (long)(ms % 1000) * 1000000L};
+    int64_t end = cli_now_ns() + ms * 1000000;
+
+    for (;;) {
+        if (sigtimedwait(stop, NULL, &ts) > 0)
+            return 1;
+        if (errno != EINTR)
+            return 0; /* EAGAIN: the time is up */
+        ms = (end - cli_now_ns()) / 1000000;
+        if (ms <= 0)
+            return 0;
+        ts.tv_sec = (time_t)(ms / 1000);
+        ts.tv_nsec = (long)(ms % 1000) * 1000000L;
+    }
+}
+
+/* --watch: a view per interval until interrupted (exit 0) or --count
+ * views (the last one's status). */
+static int watch(cli_globals *g, redlock_client *c, redlock_lock *lock, const status_opts *o,
+                 const char *name, const sigset_t *stop)
+{
+    int tty = isatty(STDOUT_FILENO), rc = 0;
+    int64_t shown;
+
+    for (shown = 0; !o->count || shown < o->count; shown++) {
+        if (shown > 0 && interrupted_within(stop, o->interval_ms))
+            return 0;
+        /* Only a terminal is redrawn; a pipe or file keeps every view. */
+        if (tty)
+            fputs("\033[H\033[2J", stdout);
+        else if (shown > 0 && !g->json)
+            fputs("\n", stdout);
+        rc = status_view(g, c, lock, o, name);
+    }
+    return rc;
+}
+
+int cli_cmd_status(cli_globals *g, int argc, char **argv)
+{
+    redlock_client *c = NULL;
+    redlock_lock *lock = NULL;
+    status_opts o;
+    sigset_t stop, old;
+    const char *name;
+    int rc;
+
+    if ((rc = parse_status(g, argc, argv, &o)) != 0)
+        return rc < 0 ? 0 : rc;
+    if (!o.name && !o.metrics) {
+        cli_error("status", "missing lock NAME");
+        return CLI_EX_USAGE;
+    }
+    if (o.metrics && g->json) {
+        cli_error("--metrics", "prints the Prometheus text format; it does not go with --json");
+        return CLI_EX_USAGE;
+    }
+    name = o.name ? o.name : METRICS_PROBE_NAME;
+    /* Blocked before the client starts its threads, so none of them takes
+     * the signal that ends --watch: the wait between views does. */
+    sigemptyset(&stop);
+    sigaddset(&stop, SIGINT);
+    sigaddset(&stop, SIGTERM);
+    if (o.watch)
+        pthread_sigmask(SIG_BLOCK, &stop, &old);
+    if ((rc = cli_client_new(g, &c)) != 0)
+        goto out;
+    if ((rc = cli_lock_new(g, c, name, 0, NULL, &lock)) != 0)
+        goto out;
+    rc = o.watch ? watch(g, c, lock, &o, name, &stop) : status_view(g, c, lock, &o, name);
 out:
     redlock_lock_free(lock);
     redlock_client_free(c);
+    if (o.watch)
+        pthread_sigmask(SIG_SETMASK, &old, NULL);
     return rc;
 }
 
@@ -272,7 +418,7 @@ int cli_cmd_unlock(cli_globals *g, int argc, char **argv)
     }
     if ((rc = cli_client_new(g, &c)) != 0)
         return rc;
-    if ((rc = cli_lock_new(g, c, name, 0, &lock)) != 0)
+    if ((rc = cli_lock_new(g, c, name, 0, NULL, &lock)) != 0)
         goto out;
     switch (redlock_force_unlock(lock, &released)) {
     case REDLOCK_OK:

@@ -288,6 +288,35 @@ typedef struct redlock_lock_options {
      * larger than every earlier token of this name on a quorum (costs one
      * more round trip). See redlock_lock_token(). */
     int fencing;
+
+    /* Fields added in 0.2 (appended, so older callers' layouts hold). */
+    /*
+     * Nonzero: each fresh hold (not a re-entry) also writes who holds it,
+     * for operators (redlock_lock_holder_facts(), `redlock status`): this
+     * host's name, this process's pid, holder_command, the wall-clock start
+     * time and the owner field. They go to the companion key
+     * "redlock_facts:{NAME}" (a reserved prefix like the others: no lock
+     * name may start with it) on every member that granted the hold or
+     * whose answer the acquire did not wait for, with the hold's lease;
+     * the watchdog renews them with the hold, and a fixed lease lets them
+     * expire with it. A release leaves them to expire: readers compare
+     * their owner with the holder (see redlock_holder_facts). Cost: one
+     * more pipelined round trip before each fresh acquisition returns (its
+     * answers are only logged: a failure there never fails the acquire),
+     * one more command per member and watchdog renewal, and about 500
+     * bytes per member on the server. 0 (the default): nothing is written.
+     */
+    int holder_facts;
+    /*
+     * The command line to record, cut to 200 bytes (at a character
+     * boundary). NULL: this process's /proc/self/cmdline, its arguments
+     * joined with spaces. Copied by redlock_lock_new(), so the caller's
+     * string need not outlive the call. Ignored unless holder_facts is
+     * set. Anyone who can read the lock's keys can read it: the password
+     * of a "scheme://user:password@host" in it is masked with '*', but
+     * keep other secrets out of it.
+     */
+    const char *holder_command;
 } redlock_lock_options;
 
 typedef struct redlock_member {
@@ -521,6 +550,34 @@ typedef struct redlock_member_state {
 /* Reads member i's state with one round trip (inspection timeout). */
 REDLOCK_EXTERN int redlock_lock_inspect(redlock_lock *lock, size_t member,
                                         redlock_member_state *out);
+
+/*
+ * Who holds a lock, as a fresh hold with holder_facts wrote it on one
+ * member (see redlock_lock_options.holder_facts). found is set only when
+ * the facts exist and parse; the other fields are then filled, strings
+ * NUL-terminated. The facts expire with the lease of the hold that wrote
+ * them, not at its release, and a later holder without holder_facts does
+ * not replace them: show them only when owner equals the holder field
+ * redlock_lock_inspect() found on a quorum.
+ */
+typedef struct redlock_holder_facts {
+    int found;
+    char owner[160];             /* the hold's field ("<uuid>:<owner>") */
+    char host[256];              /* gethostname() of the holder */
+    int64_t pid;                 /* getpid() of the process holding it */
+    int64_t since_ms;            /* Unix ms: when the hold was taken */
+    char command[201];           /* holder_command, at most 200 bytes */
+} redlock_holder_facts;
+
+/*
+ * Reads member i's holder facts with one round trip (inspection timeout).
+ * Returns REDLOCK_OK (out->found 0: no facts, or facts that do not parse),
+ * REDLOCK_EINVAL (NULL argument, member out of range), or the member's
+ * failure (REDLOCK_ETIMEOUT, REDLOCK_ECONNECT, REDLOCK_EIO, a server
+ * error) with the reason in redlock_last_error(). Thread-safe.
+ */
+REDLOCK_EXTERN int redlock_lock_holder_facts(redlock_lock *lock, size_t member,
+                                             redlock_holder_facts *out);
 
 /* ------------------------------------------------------------------------ */
 /* Fenced writes (for a resource stored in Redis, normally on a separate

@@ -12,6 +12,7 @@
 #include "core/util.h"
 #include "lock/context.h"
 #include "lock/decide.h"
+#include "lock/facts.h"
 #include "lock/hold.h"
 #include "lock/keys.h"
 #include "lock/quorum.h"
@@ -173,6 +174,8 @@ static int attempt_once(acquire *a)
         redlock__stats_observe_acquire(a->c, now_of(a) - a->start_ns);
         if (a->busy_seen)
             redlock__stats_observe_handoff(a->c, now_of(a) - a->handoff_from_ns);
+        if (!reentry) /* after the latencies: the facts are not the acquire's */
+            redlock__facts_after_grant(l, a->field, a->lease_ms, &a->res);
     } else if (rc == REDLOCK_EBUSY) {
         redlock__stat_add(&a->c->stats.busy, 1);
         if (!a->busy_seen) {

@@ -17,6 +17,7 @@
 #define TOKEN_PREFIX "redisson_lock_token:{"
 #define CHANNEL_PREFIX "redisson_lock__channel:{"
 #define GEN_PREFIX "redlock_gen:{"
+#define FACTS_PREFIX "redlock_facts:{"
 
 /* A member's block: the name, then each key of redlock__key_kind in order,
  * each NUL-terminated. Members with the same name (a RedLock) share one.
@@ -32,6 +33,7 @@ static const struct {
     KEY_FORMAT(TOKEN_PREFIX, "}"),
     KEY_FORMAT(CHANNEL_PREFIX, "}"),
     KEY_FORMAT(GEN_PREFIX, "}"),
+    KEY_FORMAT(FACTS_PREFIX, "}"),
 };
 #define N_KEY_FORMATS (sizeof(key_formats) / sizeof(key_formats[0]))
 
@@ -80,7 +82,8 @@ void redlock__share_keys(redlock__lock_member *m, const redlock__lock_member *fr
  * companion key, whatever its name. The release channel is not a key and
  * is Redisson's, so it is not reserved.
  */
-static const char *const reserved_prefixes[] = {LATCH_PREFIX, TOKEN_PREFIX, GEN_PREFIX};
+static const char *const reserved_prefixes[] = {LATCH_PREFIX, TOKEN_PREFIX, GEN_PREFIX,
+                                                FACTS_PREFIX};
 
 const char *redlock__reserved_prefix(const char *name)
 {

@@ -12,7 +12,8 @@ typedef enum redlock__key_kind {
     REDLOCK__KEY_LATCH_PREFIX = 1, /* "redlock_latch:{NAME}:" */
     REDLOCK__KEY_TOKEN,            /* "redisson_lock_token:{NAME}" */
     REDLOCK__KEY_CHANNEL,          /* "redisson_lock__channel:{NAME}" */
-    REDLOCK__KEY_GEN               /* "redlock_gen:{NAME}" */
+    REDLOCK__KEY_GEN,              /* "redlock_gen:{NAME}" */
+    REDLOCK__KEY_FACTS             /* "redlock_facts:{NAME}" (facts.c) */
 } redlock__key_kind;
 
 /* A key of m's block; no allocation, no string measuring. */

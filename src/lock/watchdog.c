@@ -16,6 +16,7 @@
 #include "core/util.h"
 #include "lock/context.h"
 #include "lock/decide.h"
+#include "lock/facts.h"
 #include "lock/health.h"
 #include "lock/hold.h"
 #include "lock/quorum.h"
@@ -45,6 +46,7 @@ typedef struct held {
     int64_t acquired_ns;
     int64_t lag_ns;               /* how late the tick came for it */
     int genuine, other, vanished, failed;
+    int facts;                    /* keep its holder facts alive too */
     unsigned char *member_answer; /* renew_answer per member */
 } held;
 
@@ -52,6 +54,7 @@ typedef struct tick_call {
     held *h;                  /* renewal, or */
     redlock__pending *p;      /* background call, or */
     int probe;                /* a PING to see whether the node is back */
+    int facts;                /* a holder facts PEXPIRE (answer ignored) */
     size_t member;
 } tick_call;
 
@@ -202,6 +205,7 @@ static int collect(redlock_client *c, tick *t, int64_t now)
             h->member_answer = calloc(l->n, 1);
             if (!h->member_answer)
                 continue;
+            h->facts = redlock__facts_wanted(l);
             __atomic_add_fetch(&l->wd_pins, 1, __ATOMIC_RELEASE);
             t->n_held++;
         }
@@ -216,7 +220,7 @@ static int build(redlock_client *c, tick *t, int64_t deadline)
     redlock__pending *p;
 
     for (i = 0; i < t->n_held; i++)
-        total += t->held[i].l->n;
+        total += t->held[i].l->n * (t->held[i].facts ? 2 : 1);
     t->calls = calloc(total ? total : 1, sizeof(redlock__call));
     t->tags = calloc(total ? total : 1, sizeof(tick_call));
     t->argv = calloc((total ? total : 1) * REDLOCK__SCRIPT_MAX_ARGS, sizeof(char *));
@@ -249,6 +253,17 @@ static int build(redlock_client *c, tick *t, int64_t deadline)
                 t->tags[k].h = h;
                 t->tags[k].member = m;
                 k++;
+                if (h->facts) {
+                    /* Plain PEXPIRE: facts are advisory, so a renewed hold
+                     * whose facts are gone is still renewed. */
+                    argv = &t->argv[k * REDLOCK__SCRIPT_MAX_ARGS];
+                    argv[0] = "PEXPIRE";
+                    argv[1] = redlock__key(&h->l->members[m], REDLOCK__KEY_FACTS);
+                    argv[2] = h->lease;
+                    t->calls[k] = (redlock__call){-1, 0, 3, argv, NULL};
+                    t->tags[k].facts = 1;
+                    k++;
+                }
             }
         }
         if (node < REDLOCK__MAX_NODES && t->probe[node]) {
@@ -283,6 +298,8 @@ static int on_tick_reply(void *ud, size_t batch, size_t call, int err, const cha
     redlock__script_reply sr;
 
     (void)msg;
+    if (tag->facts)
+        return 0;
     if (tag->probe) {
         if (!err && r->type != REDIS_REPLY_ERROR)
             t->probe_heard[tag->member] = 1;

@@ -318,6 +318,169 @@ EOF
   note "unlock --force releases, and exits 0 on a free lock"
 }
 
+# Holder facts: `redlock exec` records them, `status` shows them while the
+# holder holds a quorum and ignores them once it does not. The pid shown is
+# redlock's own (the process holding the lock); the command is its child.
+# Starts `redlock exec NAME ARGS...` in the background (its pid in
+# EXEC_PID, killed on exit if still there) and waits up to 10 s until it
+# holds NAME on a quorum.
+exec_holding() {
+  local name=$1 end
+  shift
+  "$REDLOCK" exec "$name" "$@" >"$WORK/exec.out" 2>"$WORK/exec.err" &
+  EXEC_PID=$!
+  bg_add "$EXEC_PID"
+  end=$(($(now_ms) + 10000))
+  until [ "$(held_by_quorum "$name" 2>/dev/null)" = True ]; do
+    [ "$(now_ms)" -lt "$end" ] || fail "exec $name did not take the lock: $(cat "$WORK/exec.err")"
+    sleep 0.05
+  done
+}
+
+case_status_facts() {
+  local ex p
+  rig_up
+  exec_holding sf -- sleep 5
+  ex=$EXEC_PID
+  run status sf
+  expect_rc 0 "status of a lock held by exec"
+  grep -qx "holder host:    $(hostname)" "$WORK/out" || fail "no host: $(cat "$WORK/out")"
+  grep -qx "holder pid:     $ex" "$WORK/out" || fail "no pid $ex: $(cat "$WORK/out")"
+  grep -qx "holder command: sleep 5" "$WORK/out" || fail "no command: $(cat "$WORK/out")"
+  grep -Eqx "held since:     [0-9]{4}-[0-9]{2}-[0-9]{2} [0-9:]{8} [-+][0-9]{4} \([0-9]+s ago\)" \
+    "$WORK/out" || fail "no since: $(cat "$WORK/out")"
+  grep -qx "5 of 5 nodes answer: 2 more can fail" "$WORK/out" || fail "no margin: $(cat "$WORK/out")"
+  run status --json sf
+  expect_rc 0 "status --json of a lock held by exec"
+  python3 - "$WORK/out" "$ex" "$(hostname)" "$(now_ms)" <<'PY' || fail "facts JSON: $(cat "$WORK/out")"
+import json, sys
+s = json.load(open(sys.argv[1]))
+assert s["held_by_quorum"] and s["pid"] == int(sys.argv[2]) and s["host"] == sys.argv[3], s
+assert s["command"] == "sleep 5" and abs(s["since_ms"] - int(sys.argv[4])) < 60000, s
+assert s["margin"] == 2, s
+PY
+  note "status shows exec's host, pid, command and start time"
+  wait_pid "$ex" 20 || fail "exec did not end"
+  [ "$WAIT_RC" = 0 ] || fail "exec exited $WAIT_RC: $(cat "$WORK/exec.err")"
+
+  # The facts outlive the hold (they expire with its lease), but belong to
+  # an owner that no longer holds it: free, or held by someone else, status
+  # shows no facts.
+  p=${PORTS%% *}
+  [ "$(redis-cli -p "$p" EXISTS 'redlock_facts:{sf}')" = 1 ] || fail "no facts key was written"
+  run status --json sf
+  expect_rc 0 "status --json after exec ended"
+  python3 - "$WORK/out" <<'PY' || fail "stale facts JSON: $(cat "$WORK/out")"
+import json, sys
+s = json.load(open(sys.argv[1]))
+assert not s["held_by_quorum"] and s["host"] is None and s["pid"] is None, s
+assert s["command"] is None and s["since_ms"] is None, s
+PY
+  for p in $PORTS; do
+    redis-cli -p "$p" HSET sf 'f00-uuid:1' 1 >/dev/null
+    redis-cli -p "$p" PEXPIRE sf 60000 >/dev/null
+  done
+  run status sf
+  expect_rc 0 "status of a lock held by another owner"
+  grep -q '^held by quorum: yes' "$WORK/out" || fail "not held: $(cat "$WORK/out")"
+  ! grep -q '^holder ' "$WORK/out" || fail "stale facts shown: $(cat "$WORK/out")"
+  del_everywhere sf
+  note "facts of a previous holder are not shown"
+
+  # -c STRING is the command; a newline in it cannot make a line of its own.
+  exec_holding sf2 -c $'sleep 3\nholder pid:     1'
+  ex=$EXEC_PID
+  run status sf2
+  grep -qxF 'holder command: sleep 3\x0aholder pid:     1' "$WORK/out" ||
+    fail "command not escaped: $(cat "$WORK/out")"
+  [ "$(grep -c '^holder pid:' "$WORK/out")" = 1 ] || fail "a forged pid line: $(cat "$WORK/out")"
+  grep -qx "holder pid:     $ex" "$WORK/out" || fail "pid is not $ex: $(cat "$WORK/out")"
+  wait_pid "$ex" 20 || fail "exec -c did not end"
+  note "exec -c records the string; a newline in it stays escaped"
+}
+
+# The margin line: how many more nodes may fail before no lock can be taken.
+case_status_margin() {
+  local i
+  rig_up
+  trap 'for i in 3 4 5; do rig_node thaw $i >/dev/null 2>&1 || true; done; cleanup' EXIT
+  run --timeout 200ms status sm
+  expect_rc 0 "status with every node up"
+  grep -qx "5 of 5 nodes answer: 2 more can fail" "$WORK/out" || fail "5/5: $(cat "$WORK/out")"
+  rig_node freeze 5
+  run --timeout 200ms status sm
+  expect_rc 0 "status with one node frozen"
+  grep -qx "4 of 5 nodes answer: 1 more can fail" "$WORK/out" || fail "4/5: $(cat "$WORK/out")"
+  rig_node freeze 4
+  run --timeout 200ms status sm
+  expect_rc 0 "status with two nodes frozen"
+  grep -qx "3 of 5 nodes answer: one more failure and no lock can be taken" "$WORK/out" ||
+    fail "3/5: $(cat "$WORK/out")"
+  run --timeout 200ms status --json sm
+  python3 -c 'import json,sys; s=json.load(open(sys.argv[1])); assert s["margin"] == 0, s' \
+    "$WORK/out" || fail "margin 0: $(cat "$WORK/out")"
+  rig_node freeze 3
+  run --timeout 200ms status sm
+  expect_rc 69 "status with three nodes frozen"
+  grep -qx "2 of 5 nodes answer: no lock can be taken" "$WORK/out" || fail "2/5: $(cat "$WORK/out")"
+  run --timeout 200ms status --json sm
+  python3 -c 'import json,sys; s=json.load(open(sys.argv[1])); assert s["margin"] == -1, s' \
+    "$WORK/out" || fail "margin -1: $(cat "$WORK/out")"
+  for i in 3 4; do rig_node thaw $i; done
+  note "5, 4, 3 and 2 of 5 nodes: 2 more, 1 more, one more failure, none"
+
+  run --timeout 200ms --quorum all status sm
+  expect_rc 69 "MultiLock status with one node frozen"
+  grep -qx "4 of 5 nodes answer: no lock can be taken" "$WORK/out" || fail "all, 4/5: $(cat "$WORK/out")"
+  rig_node thaw 5
+  run --timeout 200ms --quorum all status sm
+  expect_rc 0 "MultiLock status"
+  grep -qx "5 of 5 nodes answer: every node must answer (quorum is all 5): one failure and no lock can be taken" \
+    "$WORK/out" || fail "all, 5/5: $(cat "$WORK/out")"
+  note "a MultiLock says every node must answer"
+}
+
+# --watch refreshes; --count bounds it; INT and TERM end it with 0.
+case_status_watch() {
+  local sig end
+  rig_up
+  run status sw --watch 100ms --count 3
+  expect_rc 0 "status --watch 100ms --count 3"
+  [ "$(grep -c "^lock 'sw' on 5 node(s)" "$WORK/out")" = 3 ] || fail "not 3 views: $(cat "$WORK/out")"
+  ! grep -q $'\033' "$WORK/out" || fail "a pipe got terminal control codes"
+  run --json status --watch=100ms --count 2 sw
+  expect_rc 0 "status --json --watch=100ms --count 2"
+  [ "$(wc -l <"$WORK/out")" = 2 ] || fail "not 2 JSON lines: $(cat "$WORK/out")"
+  while read -r line; do
+    echo "$line" | python3 -m json.tool >/dev/null || fail "a view does not parse: $line"
+  done <"$WORK/out"
+  run_pty "$REDLOCK" status sw --watch 100ms --count 2
+  [ "$RC" = 0 ] || fail "status --watch on a terminal exited $RC"
+  grep -q $'\033\[H\033\[2J' "$WORK/pty.out" || fail "a terminal is not cleared"
+  note "--count N views; the screen is cleared on a terminal only"
+
+  for sig in INT TERM; do
+    rm -f "$WORK/w.pid" "$WORK/w.status"
+    track w "$REDLOCK" status sw --watch 100ms >"$WORK/wout"
+    end=$(($(now_ms) + 10000))
+    until [ "$(grep -c "^lock 'sw'" "$WORK/wout")" -ge 2 ]; do
+      [ "$(now_ms)" -lt "$end" ] || fail "status --watch shows nothing"
+      sleep 0.05
+    done
+    kill -"$sig" "$TRACKED_PID"
+    wait_tracked w 10 || fail "status --watch did not end on SIG$sig"
+    [ "$TRACK_STATUS" = "exit 0" ] || fail "SIG$sig: $TRACK_STATUS"
+  done
+  note "SIGINT and SIGTERM end --watch with 0"
+
+  run status sw --count 2
+  expect_rc 64 "--count without --watch"
+  run status sw --watch 5x
+  expect_rc 64 "--watch with a bad interval"
+  run status sw --watch 1ms
+  expect_rc 64 "--watch below 10 ms"
+}
+
 case_rig() {
   local base
   base=$(free_base 3) || fail "no free ports"

@@ -179,7 +179,7 @@ _redlock()
             return
         fi ;;
     status)
-        [[ $cur == -* ]] && words_="$opts --metrics" ;;
+        [[ $cur == -* ]] && words_="$opts --metrics --watch --count" ;;
     version)
         [[ $cur == -* ]] && words_=$opts ;;
     unlock)

@@ -24,7 +24,7 @@ const char *bench_name = "fencing";
 static void run(const bench_args *a, size_t n, long cycles, long rounds, long lease_ms)
 {
     redlock_client *c = bench_client(a, n, NULL);
-    redlock_lock_options fenced_opts = {0, 1};
+    redlock_lock_options fenced_opts = {.fencing = 1};
     redlock_lock *plain, *fenced;
     bench_samples acq[2] = {{0}}, cyc[2] = {{0}};
     bench_stats s_acq[2], s_cyc[2];

@@ -311,15 +311,11 @@ void raw_floor_init(raw_floor *f, const bench_args *a, size_t n, const char *nam
     snprintf(f->name, sizeof(f->name), "%s", name);
     snprintf(f->channel, sizeof(f->channel), "redisson_lock__channel:{%s}", name);
     snprintf(f->latch_prefix, sizeof(f->latch_prefix), "redlock_latch:{%s}:", name);
-    snprintf(f->gen_key, sizeof(f->gen_key), "redlock_gen:{%s}", name);
     rand_hex(id, 8);
     /* Same shape as a library field: "<36-char uuid>:<owner>". */
     snprintf(f->field, sizeof(f->field), "%.8s-0000-4000-8000-%.8s0000:%d", id, id + 8,
              (int)gettid());
     snprintf(f->lease, sizeof(f->lease), "%lld", (long long)lease_ms);
-    snprintf(f->latch_ms, sizeof(f->latch_ms), "%lld", (long long)lease_ms);
-    snprintf(f->release_latch_ms, sizeof(f->release_latch_ms), "%lld",
-             (long long)lease_ms + 1000);
     for (i = 0; i < n; i++) {
         raw_connect(&f->conns[i], a->hosts[i], a->ports[i], a->user, a->pass);
         load_script(&f->conns[i], REDLOCK__SCRIPT_ACQUIRE);
@@ -362,11 +358,9 @@ int64_t raw_floor_acquire(raw_floor *f)
     snprintf(latch, sizeof(latch), "%s%s", f->latch_prefix, rid);
     sc = redlock__script_acquire(
         args, &(redlock__acquire_args){.name = f->name,
-                                       .latch_key = latch,
-                                       .gen_key = f->gen_key,
+                                       .mark_key = latch,
                                        .lease_ms = f->lease,
                                        .field = f->field,
-                                       .latch_ms = f->latch_ms,
                                        .request_id = rid,
                                        .fresh_only = "1"});
     send_all(f, format_script(f, sc, args));
@@ -393,12 +387,10 @@ int64_t raw_floor_release(raw_floor *f)
     sc = redlock__script_release(
         args, &(redlock__release_args){.name = f->name,
                                        .channel = f->channel,
-                                       .latch_key = latch,
-                                       .gen_key = f->gen_key,
+                                       .mark_key = latch,
                                        .message = "0",
                                        .lease_ms = f->lease,
                                        .field = f->field,
-                                       .latch_ms = f->release_latch_ms,
                                        .drop_all = "0",
                                        .gens = ""});
     send_all(f, format_script(f, sc, args));

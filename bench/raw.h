@@ -44,9 +44,8 @@ typedef struct raw_floor {
     char name[128];
     char channel[160];
     char latch_prefix[160];
-    char gen_key[160];
     char field[64];
-    char lease[24], latch_ms[24], release_latch_ms[24];
+    char lease[24];
     char cmd[2048];
 } raw_floor;
 

@@ -1,82 +1,79 @@
 -- SPDX-License-Identifier: BSD-3-Clause
 -- Acquire or re-enter a reentrant lock (Redisson RLock layout).
 --
--- KEYS[1]  lock name: a hash whose field <client-id>:<owner-id> counts holds
--- KEYS[2]  latch: unique to this request, remembers its first result
--- KEYS[3]  generations, redlock_gen:{NAME}: per owner field, the request id
---          of the fresh grant that made the owner's current hold
--- KEYS[4]  (optional) fencing token key, redisson_lock_token:{NAME}
+-- KEYS[1]  lock name: a hash whose field <client-id>:<owner-id> counts
+--          holds, as Redisson's; beside it the field <client-id>:<owner-id>:gen
+--          (see below)
+-- KEYS[2]  this request's cancel mark, redlock_latch:{NAME}:<request id>:
+--          only read here; abort.lua and release.lua write it
+-- KEYS[3]  (optional) fencing token key, redisson_lock_token:{NAME}
 -- ARGV[1]  lease in ms (PEXPIRE)
 -- ARGV[2]  owner field <client-id>:<owner-id>
--- ARGV[3]  latch lifetime in ms
--- ARGV[4]  this request's id, recorded as the generation of a fresh grant:
---          12 hex digits of a per-client sequence, then 20 random ones
--- ARGV[5]  "1": the client holds nothing through this owner, so this is
+-- ARGV[3]  this request's id: 12 hex digits of a per-client sequence, then
+--          20 random ones
+-- ARGV[4]  "1": the client holds nothing through this owner, so this is
 --          never a re-entry; "0": a re-entry (or a watchdog restore)
+--
+-- The :gen field holds "<generation>[,<seq>]...": the id of the fresh grant
+-- that made the hold (so a late release of an earlier hold of the same
+-- owner cannot drop this one), then the sequence numbers of the last four
+-- re-entries and decrements applied to it, so a replayed request is
+-- recognised and changes nothing. Redisson reads only its own fields: its
+-- lock, unlock, forceUnlock, isLocked and getHoldCount see a hold of ours
+-- as held by another owner.
 --
 -- Returns
 --   {token, generation}  acquired or re-entered (count + 1, lease reset).
---                token: with KEYS[4], a fresh grant's candidate
+--                token: with KEYS[3], a fresh grant's candidate
 --                max(stored + 1, node time in us); 0 for a re-entry or
---                without KEYS[4]. generation: the hold's generation, ARGV[4]
---                for a fresh grant; a re-entry keeps the hold's own ("" if
---                the hold has none, e.g. one made by Redisson)
+--                without KEYS[3]. generation: ARGV[3] for a fresh grant; a
+--                re-entry keeps the hold's own ("" if the hold has none)
 --   integer >= 0 or -1   held by another owner: its PTTL
 --   -3           this request was cancelled (by abort.lua or release.lua
 --                before it ran), or it is a late copy of a fresh acquire
 --                that a newer hold of the same owner already replaced
--- A replay of the same request (same latch) returns its first result and
--- changes nothing, so a retry after a lost reply never counts a hold twice.
--- The generation lets a release touch only the hold it was sent for: a late
--- release of an earlier hold of the same owner must not drop a newer one
--- (see release.lua).
-local first = redis.call('get', KEYS[2])
-if first then
-    if first == 'x' then return -3 end
-    if string.sub(first, 1, 1) == 'g' then
-        local token, gen = string.match(first, '^g(%d+):(.*)$')
-        return {tonumber(token), gen}
+-- The common path, a fresh grant, runs EXISTS (of both keys), HSET, PEXPIRE:
+-- as many calls as Redisson's.
+local genf = ARGV[2] .. ':gen'
+-- One call for the common case, neither the lock nor a cancel mark there.
+if redis.call('exists', KEYS[1], KEYS[2]) > 0 then
+    if redis.call('exists', KEYS[2]) == 1 then return -3 end
+    local h = redis.call('hmget', KEYS[1], ARGV[2], genf)
+    if not h[1] then return redis.call('pttl', KEYS[1]) end
+    local v = h[2] or ''
+    local gen = string.match(v, '^[^,]*')
+    if gen == ARGV[3] then
+        -- A replay of the fresh grant that made this hold.
+        local t = 0
+        if #KEYS >= 3 then t = tonumber(redis.call('get', KEYS[3]) or '0') end
+        return {t, gen}
     end
-    return tonumber(first)
-end
-
-local fresh = redis.call('exists', KEYS[1]) == 0
-local mine = not fresh and redis.call('hexists', KEYS[1], ARGV[2]) == 1
-if mine and ARGV[5] == '1' then
+    local seq = string.sub(ARGV[3], 1, 12)
+    if string.find(v .. ',', ',' .. seq .. ',', 1, true) then return {0, gen} end
+    if ARGV[4] ~= '1' then
+        local rest = string.sub(v, #gen + 1) .. ',' .. seq
+        if #rest > 52 then rest = string.sub(rest, -52) end
+        redis.call('hset', KEYS[1], ARGV[2], tonumber(h[1]) + 1, genf, gen .. rest)
+        redis.call('pexpire', KEYS[1], ARGV[1])
+        return {0, gen}
+    end
     -- The client holds nothing, so our field here is not a hold to re-enter.
     -- An older generation is a leftover of an earlier attempt or hold whose
     -- abort or release has not arrived yet: replace it (new token, count 1),
     -- or the new hold would get no token and could never be released. A
     -- newer one means this request is the late copy: it must not grant.
-    local gen = redis.call('hget', KEYS[3], ARGV[2]) or ''
-    if #gen == 32 and tonumber(string.sub(gen, 1, 12), 16) >
-            tonumber(string.sub(ARGV[4], 1, 12), 16) then
-        redis.call('set', KEYS[2], 'x', 'px', ARGV[3])
+    if #gen == 32 and tonumber(string.sub(gen, 1, 12), 16) > tonumber(seq, 16) then
+        redis.call('set', KEYS[2], 'x', 'px', ARGV[1])
         return -3
     end
-    redis.call('hdel', KEYS[1], ARGV[2])
-    fresh = redis.call('exists', KEYS[1]) == 0
-    mine = false
+    redis.call('hdel', KEYS[1], ARGV[2], genf)
+    if redis.call('exists', KEYS[1]) == 1 then return redis.call('pttl', KEYS[1]) end
 end
-if fresh or mine then
-    redis.call('hincrby', KEYS[1], ARGV[2], 1)
-    redis.call('pexpire', KEYS[1], ARGV[1])
-    if fresh then redis.call('hset', KEYS[3], ARGV[2], ARGV[4]) end
-    redis.call('pexpire', KEYS[3], ARGV[1])
-    local gen = redis.call('hget', KEYS[3], ARGV[2]) or ''
-    local token = 0
-    if fresh and #KEYS >= 4 then
-        local stored = tonumber(redis.call('get', KEYS[4]) or '0')
-        local now = redis.call('time')
-        local now_us = tonumber(now[1]) * 1000000 + tonumber(now[2])
-        token = math.max(stored + 1, now_us)
-        redis.call('set', KEYS[4], string.format('%.0f', token))
-    end
-    redis.call('set', KEYS[2], 'g' .. string.format('%.0f', token) .. ':' .. gen,
-               'px', ARGV[3])
-    return {token, gen}
-end
-
-local ttl = redis.call('pttl', KEYS[1])
-redis.call('set', KEYS[2], ttl, 'px', ARGV[3])
-return ttl
+redis.call('hset', KEYS[1], ARGV[2], 1, genf, ARGV[3])
+redis.call('pexpire', KEYS[1], ARGV[1])
+if #KEYS < 3 then return {0, ARGV[3]} end
+local stored = tonumber(redis.call('get', KEYS[3]) or '0')
+local now = redis.call('time')
+local token = math.max(stored + 1, tonumber(now[1]) * 1000000 + tonumber(now[2]))
+redis.call('set', KEYS[3], string.format('%.0f', token))
+return {token, ARGV[3]}

@@ -27,29 +27,6 @@
 #define INSPECT_TIMEOUT_MS 1000
 #define FACTS_VERSION "1"
 
-/*
- * The settings of the handles that want facts, by handle address. A table
- * beside the handles rather than a field in each: thousands of handles may
- * be held, and most never record facts, so they pay nothing for it. The
- * count lets those skip the mutex entirely.
- */
-#define TABLE_BUCKETS 256
-typedef struct setting {
-    const redlock_lock *l;
-    char *command;
-    struct setting *next;
-} setting;
-
-static pthread_mutex_t table_mu = PTHREAD_MUTEX_INITIALIZER;
-static setting *table[TABLE_BUCKETS];
-static size_t table_count; /* atomic */
-
-static setting **bucket(const redlock_lock *l)
-{
-    /* Heap blocks are 16-byte aligned: the low bits say nothing. */
-    return &table[((uintptr_t)l >> 4) % TABLE_BUCKETS];
-}
-
 /* The length of s cut to at most max bytes, never inside a UTF-8
  * character (a cut one would show as garbage in every status). */
 static size_t cut_len(const char *s, size_t max)
@@ -109,76 +86,31 @@ static void mask_passwords(char *s)
     }
 }
 
-int redlock__facts_configure(const redlock_lock *l, const redlock_lock_options *opts)
+int redlock__facts_configure(redlock_lock *l, const redlock_lock_options *opts)
 {
-    setting *s;
     char *command;
 
+    l->facts_command = NULL;
     if (!opts || !opts->holder_facts)
         return REDLOCK_OK;
     command = opts->holder_command ? redlock__strdup(opts->holder_command) : own_command();
-    if (!command || !(s = calloc(1, sizeof(*s)))) {
-        free(command);
+    if (!command)
         return redlock__fail(REDLOCK_ENOMEM, "out of memory");
-    }
     mask_passwords(command); /* before the cut, which could drop the '@' */
     command[cut_len(command, REDLOCK__FACTS_COMMAND_MAX)] = '\0';
-    s->l = l;
-    s->command = command;
-    pthread_mutex_lock(&table_mu);
-    s->next = *bucket(l);
-    *bucket(l) = s;
-    __atomic_add_fetch(&table_count, 1, __ATOMIC_RELAXED);
-    pthread_mutex_unlock(&table_mu);
+    l->facts_command = command;
     return REDLOCK_OK;
 }
 
-void redlock__facts_forget(const redlock_lock *l)
+void redlock__facts_forget(redlock_lock *l)
 {
-    setting **pp, *s = NULL;
-
-    if (__atomic_load_n(&table_count, __ATOMIC_RELAXED) == 0)
-        return;
-    pthread_mutex_lock(&table_mu);
-    for (pp = bucket(l); *pp; pp = &(*pp)->next) {
-        if ((*pp)->l == l) {
-            s = *pp;
-            *pp = s->next;
-            __atomic_sub_fetch(&table_count, 1, __ATOMIC_RELAXED);
-            break;
-        }
-    }
-    pthread_mutex_unlock(&table_mu);
-    if (s)
-        free(s->command);
-    free(s);
-}
-
-/* Copies l's command into out (REDLOCK__FACTS_COMMAND_MAX + 1 bytes);
- * returns 0 when l wants no facts. */
-static int lookup(const redlock_lock *l, char *out)
-{
-    const setting *s;
-    int found = 0;
-
-    if (__atomic_load_n(&table_count, __ATOMIC_RELAXED) == 0)
-        return 0;
-    pthread_mutex_lock(&table_mu);
-    for (s = *bucket(l); s; s = s->next) {
-        if (s->l == l) {
-            if (out)
-                snprintf(out, REDLOCK__FACTS_COMMAND_MAX + 1, "%s", s->command);
-            found = 1;
-            break;
-        }
-    }
-    pthread_mutex_unlock(&table_mu);
-    return found;
+    free(l->facts_command);
+    l->facts_command = NULL;
 }
 
 int redlock__facts_wanted(const redlock_lock *l)
 {
-    return lookup(l, NULL);
+    return l->facts_command != NULL;
 }
 
 /* ---- the line format ----------------------------------------------------- */
@@ -385,8 +317,9 @@ void redlock__facts_after_grant(redlock_lock *l, const char *field, int64_t leas
     size_t m, n = 0;
 
     memset(&f, 0, sizeof(f));
-    if (!lookup(l, f.command))
+    if (!l->facts_command)
         return;
+    snprintf(f.command, sizeof(f.command), "%s", l->facts_command);
     /* Members that granted this very hold, and those the attempt decided
      * without (most of them grant too, and the watchdog renews the hold on
      * them): a member that refused or re-entered keeps the facts of its

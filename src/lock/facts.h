@@ -11,14 +11,13 @@
 /* The most bytes of a recorded command line. */
 #define REDLOCK__FACTS_COMMAND_MAX 200
 
-/* Remembers opts' holder facts settings for l (a copy of the command);
- * redlock_lock_new calls it. REDLOCK_OK, or REDLOCK_ENOMEM. */
-int redlock__facts_configure(const redlock_lock *l, const redlock_lock_options *opts);
-/* Forgets l's settings; must be called before l is freed (a new handle at
- * the same address must not inherit them). */
-void redlock__facts_forget(const redlock_lock *l);
-/* Whether fresh holds through l write facts. Takes the settings' own
- * mutex, a leaf: callable with wd.mu or l->mu held. */
+/* Keeps opts' holder facts settings in l (a copy of the command, masked
+ * and cut); redlock_lock_new calls it. REDLOCK_OK, or REDLOCK_ENOMEM. */
+int redlock__facts_configure(redlock_lock *l, const redlock_lock_options *opts);
+/* Frees l's settings; called when l is freed. */
+void redlock__facts_forget(redlock_lock *l);
+/* Whether fresh holds through l write facts. Set once when l is made, so
+ * no mutex: callable with wd.mu or l->mu held. */
 int redlock__facts_wanted(const redlock_lock *l);
 
 /* After a fresh acquisition (not a re-entry) with the hold's field and

@@ -279,7 +279,6 @@ static int fill_force(void *ud, size_t m, const char **argv, char **owned,
     *out = redlock__script_force_release(
         argv, &(redlock__force_release_args){.name = mem->name,
                                              .channel = redlock__key(mem, REDLOCK__KEY_CHANNEL),
-                                             .gen_key = redlock__key(mem, REDLOCK__KEY_GEN),
                                              .message = REDLOCK__RELEASE_MSG});
     return 0;
 }

@@ -125,6 +125,9 @@ struct redlock_lock {
     redlock__lock_member *members;
     redlock_on_lost_fn on_lost;
     void *on_lost_ud;
+    /* Holder facts (facts.c): the command line to record, set once when
+     * the handle is made; NULL: this handle writes none. */
+    char *facts_command;
 
     pthread_mutex_t mu;            /* guards the hold */
     /* The current hold through this handle (a lock has one owner). Wide

@@ -11,6 +11,7 @@
 #include "core/util.h"
 #include "lock/context.h"
 #include "lock/decide.h"
+#include "lock/facts.h"
 #include "lock/hold.h"
 #include "lock/keys.h"
 #include "lock/quorum.h"
@@ -20,6 +21,7 @@
 static void lock_destroy(redlock_lock *l)
 {
     redlock__watchdog_remove(l);
+    redlock__facts_forget(l);
     redlock__hold_free_handle(l);
 }
 
@@ -71,6 +73,11 @@ int redlock_multilock_new(redlock_client *c, const redlock_member *members, size
     if (!l || !(l->members = calloc(n, sizeof(*l->members)))) {
         free(l);
         return redlock__fail(REDLOCK_ENOMEM, "out of memory");
+    }
+    if (redlock__facts_configure(l, opts) != REDLOCK_OK) {
+        free(l->members);
+        free(l);
+        return REDLOCK_ENOMEM;
     }
     pthread_mutex_init(&l->mu, NULL);
     l->client = c;

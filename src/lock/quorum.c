@@ -35,7 +35,6 @@ typedef struct acquire_ctx {
     const char *request_id;
     const char *fresh_only;     /* "1": the client holds nothing (acquire.lua) */
     char lease[24];
-    char latch_ms[24];
     redlock_member_report *rep;
     unsigned char *answer;      /* per member */
     unsigned char *may_hold;    /* per member: granted, or not heard from */
@@ -58,12 +57,10 @@ static int fill_acquire(void *ud, size_t m, const char **argv, char **owned,
     *out = redlock__script_acquire(
         argv, &(redlock__acquire_args){
                   .name = mem->name,
-                  .latch_key = *owned,
-                  .gen_key = redlock__key(mem, REDLOCK__KEY_GEN),
+                  .mark_key = *owned,
                   .token_key = a->l->fencing ? redlock__key(mem, REDLOCK__KEY_TOKEN) : NULL,
                   .lease_ms = a->lease,
                   .field = a->field,
-                  .latch_ms = a->latch_ms,
                   .request_id = a->request_id,
                   .fresh_only = a->fresh_only});
     return *owned ? 0 : -1;
@@ -288,9 +285,6 @@ int redlock__attempt(redlock_lock *l, const char *field, int64_t lease_ms, int r
     a.res = res;
     a.min_pttl_ms = -1;
     redlock__fmt_i64(a.lease, sizeof(a.lease), lease_ms);
-    /* The latch must outlive any late copy of the request, which can only
-     * matter while a grant it made could still be alive. */
-    redlock__fmt_i64(a.latch_ms, sizeof(a.latch_ms), lease_ms);
     a.rep = redlock__report_begin(l);
     a.answer = calloc(2 * l->n, 1);
     if (!a.answer)
@@ -350,7 +344,6 @@ void redlock__restore_members(redlock_lock *l, const char *field, int64_t lease_
     a.field = field;
     a.request_id = request_id;
     redlock__fmt_i64(a.lease, sizeof(a.lease), lease_ms);
-    redlock__fmt_i64(a.latch_ms, sizeof(a.latch_ms), lease_ms);
     a.fresh_only = "0"; /* our hold lives on; only vanished members get it */
     if (redlock__plan_build(&p, l, include, fill_acquire, &a, deadline_ns) != REDLOCK_OK)
         return;

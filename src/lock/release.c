@@ -35,7 +35,6 @@ typedef struct simple_ctx {
     const char *request_id;
     const char *token;
     char lease[24];
-    char latch_ms[24];
     const char *drop_all;
     redlock__gens_text *gens;   /* release: per member, NULL when unknown */
     const redlock__plan *plan;
@@ -57,17 +56,15 @@ typedef enum simple_answer {
 /* Abort and release share their keys and first arguments; a release adds
  * what to drop and the generation of the hold it drops. */
 static redlock__script_call build_release(const simple_ctx *s, size_t m, const char **argv,
-                                          const char *latch_key, int abort)
+                                          const char *mark_key, int abort)
 {
     const redlock__lock_member *mem = &s->l->members[m];
     redlock__release_args r = {.name = mem->name,
                                .channel = redlock__key(mem, REDLOCK__KEY_CHANNEL),
-                               .latch_key = latch_key,
-                               .gen_key = redlock__key(mem, REDLOCK__KEY_GEN),
+                               .mark_key = mark_key,
                                .message = REDLOCK__RELEASE_MSG,
                                .lease_ms = s->lease,
                                .field = s->field,
-                               .latch_ms = s->latch_ms,
                                .drop_all = s->drop_all,
                                .gens = s->gens ? s->gens[m] : ""};
 
@@ -261,7 +258,6 @@ void redlock__abort_members(redlock_lock *l, const char *field, const char *requ
     s.drop_all = "0";
     s.answered = answered;
     redlock__fmt_i64(s.lease, sizeof(s.lease), lease_ms);
-    redlock__fmt_i64(s.latch_ms, sizeof(s.latch_ms), lease_ms);
     if (redlock__plan_build(&p, l, include, fill_abort, &s,
                             now + redlock__node_timeout_ns(c, lease_ms)) != REDLOCK_OK)
         goto out;
@@ -343,9 +339,6 @@ int redlock__release_members(redlock_lock *l, const char *field, const redlock__
     for (m = 0; gens && m < l->n; m++)
         redlock__gens_format(&gens[m], s.gens[m]);
     redlock__fmt_i64(s.lease, sizeof(s.lease), lease_ms);
-    /* A retried release must find its latch for as long as retries run. */
-    redlock__fmt_i64(s.latch_ms, sizeof(s.latch_ms),
-            (give_up_ns - now) / REDLOCK__NS_PER_MS + 1000);
     rc = redlock__plan_build(&p, l, NULL, fill_release, &s,
                              now + redlock__node_timeout_ns(c, lease_ms));
     if (rc) {

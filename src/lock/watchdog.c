@@ -245,7 +245,6 @@ static int build(redlock_client *c, tick *t, int64_t deadline)
                 redlock__script_call sc = redlock__script_renew(
                     argv, &(redlock__renew_args){
                               .name = h->l->members[m].name,
-                              .gen_key = redlock__key(&h->l->members[m], REDLOCK__KEY_GEN),
                               .lease_ms = h->lease,
                               .field = h->field});
 

@@ -10,11 +10,11 @@
 
 /* Indexed by redlock__script_id; test_script checks it against lua/. */
 const redlock__script_shape redlock__script_shapes[REDLOCK__SCRIPT_COUNT] = {
-    [REDLOCK__SCRIPT_ACQUIRE] = {3, 1, 5},
-    [REDLOCK__SCRIPT_RENEW] = {2, 0, 2},
-    [REDLOCK__SCRIPT_RELEASE] = {4, 0, 6},
-    [REDLOCK__SCRIPT_ABORT] = {4, 0, 4},
-    [REDLOCK__SCRIPT_FORCE_RELEASE] = {3, 0, 1},
+    [REDLOCK__SCRIPT_ACQUIRE] = {2, 1, 4},
+    [REDLOCK__SCRIPT_RENEW] = {1, 0, 2},
+    [REDLOCK__SCRIPT_RELEASE] = {3, 0, 5},
+    [REDLOCK__SCRIPT_ABORT] = {3, 0, 3},
+    [REDLOCK__SCRIPT_FORCE_RELEASE] = {2, 0, 1},
     [REDLOCK__SCRIPT_FENCE_STORE] = {2, 0, 2},
     [REDLOCK__SCRIPT_FENCED_SET] = {1, 0, 2},
     [REDLOCK__SCRIPT_INSPECT] = {2, 0, 0},
@@ -36,20 +36,19 @@ static redlock__script_call place(const char **argv, int script, int nkeys,
 
 redlock__script_call redlock__script_acquire(const char **argv, const redlock__acquire_args *a)
 {
-    const char *keys[] = {a->name, a->latch_key, a->gen_key, a->token_key};
-    const char *args[] = {a->lease_ms, a->field, a->latch_ms, a->request_id, a->fresh_only};
+    const char *keys[] = {a->name, a->mark_key, a->token_key};
+    const char *args[] = {a->lease_ms, a->field, a->request_id, a->fresh_only};
 
-    return place(argv, REDLOCK__SCRIPT_ACQUIRE, a->token_key ? 4 : 3, keys, args);
+    return place(argv, REDLOCK__SCRIPT_ACQUIRE, a->token_key ? 3 : 2, keys, args);
 }
 
 static redlock__script_call release_like(const char **argv, int script,
                                          const redlock__release_args *a)
 {
-    const char *keys[] = {a->name, a->channel, a->latch_key, a->gen_key};
-    const char *args[] = {a->message, a->lease_ms, a->field, a->latch_ms,
-                          a->drop_all, a->gens};
+    const char *keys[] = {a->name, a->channel, a->mark_key};
+    const char *args[] = {a->message, a->lease_ms, a->field, a->drop_all, a->gens};
 
-    return place(argv, script, 4, keys, args);
+    return place(argv, script, 3, keys, args);
 }
 
 redlock__script_call redlock__script_release(const char **argv, const redlock__release_args *a)
@@ -64,10 +63,10 @@ redlock__script_call redlock__script_abort(const char **argv, const redlock__rel
 
 redlock__script_call redlock__script_renew(const char **argv, const redlock__renew_args *a)
 {
-    const char *keys[] = {a->name, a->gen_key};
+    const char *keys[] = {a->name};
     const char *args[] = {a->lease_ms, a->field};
 
-    return place(argv, REDLOCK__SCRIPT_RENEW, 2, keys, args);
+    return place(argv, REDLOCK__SCRIPT_RENEW, 1, keys, args);
 }
 
 redlock__script_call redlock__script_fence_store(const char **argv,
@@ -82,10 +81,10 @@ redlock__script_call redlock__script_fence_store(const char **argv,
 redlock__script_call redlock__script_force_release(const char **argv,
                                                    const redlock__force_release_args *a)
 {
-    const char *keys[] = {a->name, a->channel, a->gen_key};
+    const char *keys[] = {a->name, a->channel};
     const char *args[] = {a->message};
 
-    return place(argv, REDLOCK__SCRIPT_FORCE_RELEASE, 3, keys, args);
+    return place(argv, REDLOCK__SCRIPT_FORCE_RELEASE, 2, keys, args);
 }
 
 redlock__script_call redlock__script_inspect(const char **argv, const redlock__inspect_args *a)

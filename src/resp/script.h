@@ -47,23 +47,26 @@ typedef struct redlock__script_call {
     int argc;
 } redlock__script_call;
 
-/* acquire.lua. token_key NULL: not fenced (3 keys, no token drawn). */
+/* acquire.lua. mark_key is the request's cancel mark (only read there).
+ * token_key NULL: not fenced (2 keys, no token drawn). */
 typedef struct redlock__acquire_args {
-    const char *name, *latch_key, *gen_key, *token_key;
-    const char *lease_ms, *field, *latch_ms, *request_id;
+    const char *name, *mark_key, *token_key;
+    const char *lease_ms, *field, *request_id;
     const char *fresh_only; /* "1": the caller holds nothing through this handle */
 } redlock__acquire_args;
 
-/* release.lua and abort.lua share their keys and first arguments. */
+/* release.lua and abort.lua share their keys and first arguments. mark_key:
+ * a release's own id (its prefix names the cancel marks), or the aborted
+ * acquire's cancel mark. */
 typedef struct redlock__release_args {
-    const char *name, *channel, *latch_key, *gen_key;
-    const char *message, *lease_ms, *field, *latch_ms;
+    const char *name, *channel, *mark_key;
+    const char *message, *lease_ms, *field;
     const char *drop_all; /* release only: "1" drops every count */
     const char *gens;     /* release only: the hold's generations, or "" */
 } redlock__release_args;
 
 typedef struct redlock__renew_args {
-    const char *name, *gen_key, *lease_ms, *field;
+    const char *name, *lease_ms, *field;
 } redlock__renew_args;
 
 typedef struct redlock__fence_store_args {
@@ -71,7 +74,7 @@ typedef struct redlock__fence_store_args {
 } redlock__fence_store_args;
 
 typedef struct redlock__force_release_args {
-    const char *name, *channel, *gen_key, *message;
+    const char *name, *channel, *message;
 } redlock__force_release_args;
 
 typedef struct redlock__inspect_args {

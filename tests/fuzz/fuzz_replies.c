@@ -200,7 +200,7 @@ static void check_reports(redlock_lock *l)
 static void exercise(redlock_client *c, uint8_t cfg, uint8_t flags)
 {
     static const int quorums[] = {0, REDLOCK_QUORUM_ALL, 1};
-    redlock_lock_options lo = {quorums[(cfg / 5) % 3], flags & 1};
+    redlock_lock_options lo = {.quorum = quorums[(cfg / 5) % 3], .fencing = flags & 1};
     int64_t lease = flags & 2 ? 0 : 5000, ttl = 0;
     redlock_member_state st;
     redlock_lock *l = NULL;

@@ -18,6 +18,7 @@
 #include <string.h>
 
 #include "redlock/redlock.h"
+#include "resp/script.h"
 #include "resp/scripts.h"
 #include "rig_env.h"
 
@@ -46,20 +47,20 @@ static redisReply *cmd(redisContext *ctx, int argc, const char **argv)
     return r;
 }
 
-/* EVAL of an embedded script with nkeys keys, then arguments. */
-static redisReply *eval(redisContext *ctx, int script, int nkeys, int argc, const char **args)
+/* EVAL of a call built by the library's own builders (resp/script.h). */
+static redisReply *eval(redisContext *ctx, redlock__script_call sc, const char **args)
 {
-    const char *argv[20];
+    const char *argv[REDLOCK__MAX_CALL_ARGS + 3];
     char n[8];
     int i;
 
-    snprintf(n, sizeof(n), "%d", nkeys);
+    snprintf(n, sizeof(n), "%d", sc.nkeys);
     argv[0] = "EVAL";
-    argv[1] = redlock__scripts[script].body;
+    argv[1] = redlock__scripts[sc.script].body;
     argv[2] = n;
-    for (i = 0; i < argc; i++)
+    for (i = 0; i < sc.argc; i++)
         argv[3 + i] = args[i];
-    return cmd(ctx, 3 + argc, argv);
+    return cmd(ctx, 3 + sc.argc, argv);
 }
 
 static long long int_reply(redisReply *r)
@@ -94,13 +95,12 @@ static void str_of(redisContext *ctx, const char *key, char *out, size_t cap)
 
 /* A lock name's keys, as the library derives them. */
 typedef struct keys {
-    char name[96], gen[128], token[128], channel[128], prefix[128];
+    char name[96], token[128], channel[128], prefix[128];
 } keys;
 
 static void keys_of(keys *k, const char *tag)
 {
     rig_unique_name(k->name, sizeof(k->name), "deliv", tag);
-    snprintf(k->gen, sizeof(k->gen), "redlock_gen:{%s}", k->name);
     snprintf(k->token, sizeof(k->token), "redisson_lock_token:{%s}", k->name);
     snprintf(k->channel, sizeof(k->channel), "redisson_lock__channel:{%s}", k->name);
     snprintf(k->prefix, sizeof(k->prefix), "redlock_latch:{%s}:", k->name);
@@ -118,25 +118,36 @@ static void request_id(char out[33], unsigned seq, char fill)
 static redisReply *acquire(redisContext *ctx, const keys *k, const char *field, const char *id,
                            const char *fresh)
 {
-    char latch[200];
-    const char *args[9];
+    char mark[200];
+    const char *args[REDLOCK__SCRIPT_MAX_ARGS];
+    redlock__script_call sc;
 
-    snprintf(latch, sizeof(latch), "%s%s", k->prefix, id);
-    args[0] = k->name, args[1] = latch, args[2] = k->gen, args[3] = k->token;
-    args[4] = LEASE, args[5] = field, args[6] = LEASE, args[7] = id, args[8] = fresh;
-    return eval(ctx, REDLOCK__SCRIPT_ACQUIRE, 4, 9, args);
+    snprintf(mark, sizeof(mark), "%s%s", k->prefix, id);
+    sc = redlock__script_acquire(args, &(redlock__acquire_args){.name = k->name,
+                                                               .mark_key = mark,
+                                                               .token_key = k->token,
+                                                               .lease_ms = LEASE,
+                                                               .field = field,
+                                                               .request_id = id,
+                                                               .fresh_only = fresh});
+    return eval(ctx, sc, args);
 }
 
 static long long abort_request(redisContext *ctx, const keys *k, const char *field,
                                const char *id)
 {
-    char latch[200];
-    const char *args[8];
+    char mark[200];
+    const char *args[REDLOCK__SCRIPT_MAX_ARGS];
+    redlock__script_call sc;
 
-    snprintf(latch, sizeof(latch), "%s%s", k->prefix, id);
-    args[0] = k->name, args[1] = k->channel, args[2] = latch, args[3] = k->gen;
-    args[4] = "0", args[5] = LEASE, args[6] = field, args[7] = LEASE;
-    return int_reply(eval(ctx, REDLOCK__SCRIPT_ABORT, 4, 8, args));
+    snprintf(mark, sizeof(mark), "%s%s", k->prefix, id);
+    sc = redlock__script_abort(args, &(redlock__release_args){.name = k->name,
+                                                             .channel = k->channel,
+                                                             .mark_key = mark,
+                                                             .message = "0",
+                                                             .lease_ms = LEASE,
+                                                             .field = field});
+    return int_reply(eval(ctx, sc, args));
 }
 
 static uint64_t token_of(redisReply *r)
@@ -153,9 +164,9 @@ static uint64_t token_of(redisReply *r)
 
 static void del_keys(redisContext *ctx, const keys *k)
 {
-    const char *argv[4] = {"DEL", k->name, k->gen, k->token};
+    const char *argv[3] = {"DEL", k->name, k->token};
 
-    freeReplyObject(cmd(ctx, 4, argv));
+    freeReplyObject(cmd(ctx, 3, argv));
 }
 
 /* ------------------------------------------------------------------------ */
@@ -225,7 +236,7 @@ START_TEST(test_release_before_late_acquire)
     redisContext *ctx = node_conn(1);
     const char *field = "00000000-0000-4000-8000-000000000003:7";
     char acq[33], rel[33], latch[200], mark[8];
-    const char *args[10];
+    const char *args[REDLOCK__SCRIPT_MAX_ARGS];
     redisReply *r;
     keys k;
 
@@ -233,10 +244,16 @@ START_TEST(test_release_before_late_acquire)
     request_id(acq, 5, 'a');
     request_id(rel, 6, 'b');
     snprintf(latch, sizeof(latch), "%s%s", k.prefix, rel);
-    args[0] = k.name, args[1] = k.channel, args[2] = latch, args[3] = k.gen;
-    args[4] = "0", args[5] = LEASE, args[6] = field, args[7] = LEASE, args[8] = "0";
-    args[9] = acq;
-    r = eval(ctx, REDLOCK__SCRIPT_RELEASE, 4, 10, args);
+    r = eval(ctx,
+             redlock__script_release(args, &(redlock__release_args){.name = k.name,
+                                                                    .channel = k.channel,
+                                                                    .mark_key = latch,
+                                                                    .message = "0",
+                                                                    .lease_ms = LEASE,
+                                                                    .field = field,
+                                                                    .drop_all = "0",
+                                                                    .gens = acq}),
+             args);
     ck_assert_int_eq(r->type, REDIS_REPLY_NIL);
     freeReplyObject(r);
     snprintf(latch, sizeof(latch), "%s%s", k.prefix, acq);

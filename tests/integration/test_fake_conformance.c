@@ -32,7 +32,7 @@ typedef struct step {
 } step;
 
 /* Names of this run: every key shares one hash tag. */
-static char NAME[64], LATCH[96], GEN[96], TOKEN[96], CHAN[96], RES[96];
+static char NAME[64], LATCH[96], TOKEN[96], CHAN[96], RES[96];
 static char ID[20][40];
 
 static const char *latch(int i)
@@ -49,7 +49,6 @@ static void names(void)
 
     rig_unique_name(NAME, sizeof(NAME), "conf", "fake");
     snprintf(LATCH, sizeof(LATCH), "redlock_latch:{%s}:", NAME);
-    snprintf(GEN, sizeof(GEN), "redlock_gen:{%s}", NAME);
     snprintf(TOKEN, sizeof(TOKEN), "redisson_lock_token:{%s}", NAME);
     snprintf(CHAN, sizeof(CHAN), "redisson_lock__channel:{%s}", NAME);
     snprintf(RES, sizeof(RES), "conf-res:{%s}", NAME);
@@ -69,20 +68,20 @@ static size_t build(step *s)
     size_t n = 0;
 
 #define ACQ(w, owner, id, fresh, how_)                                                      \
-    s[n++] = (step){w, REDLOCK__SCRIPT_ACQUIRE, 3, 8,                                       \
-                    {NAME, latch(id), GEN, "30000", owner, "30000", ID[id], fresh}, how_}
+    s[n++] = (step){w, REDLOCK__SCRIPT_ACQUIRE, 2, 6,                                       \
+                    {NAME, latch(id), "30000", owner, ID[id], fresh}, how_}
 #define REL(w, owner, id, gens, all)                                                        \
-    s[n++] = (step){w, REDLOCK__SCRIPT_RELEASE, 4, 10,                                      \
-                    {NAME, CHAN, latch(id), GEN, "0", "30000", owner, "30000", all, gens},  \
-                    EXACT}
+    s[n++] = (step){w, REDLOCK__SCRIPT_RELEASE, 3, 8,                                       \
+                    {NAME, CHAN, latch(id), "0", "30000", owner, all, gens}, EXACT}
 #define ABORT(w, owner, id)                                                                 \
-    s[n++] = (step){w, REDLOCK__SCRIPT_ABORT, 4, 8,                                         \
-                    {NAME, CHAN, latch(id), GEN, "0", "30000", owner, "30000"}, EXACT}
+    s[n++] = (step){w, REDLOCK__SCRIPT_ABORT, 3, 6,                                         \
+                    {NAME, CHAN, latch(id), "0", "30000", owner}, EXACT}
 #define RENEW(w, owner)                                                                     \
-    s[n++] = (step){w, REDLOCK__SCRIPT_RENEW, 2, 4, {NAME, GEN, "30000", owner}, EXACT}
+    s[n++] = (step){w, REDLOCK__SCRIPT_RENEW, 1, 3, {NAME, "30000", owner}, EXACT}
 
     ACQ("fresh grant", A, 0, "1", EXACT);
     ACQ("re-entry", A, 1, "0", EXACT);
+    ACQ("replay of the re-entry", A, 1, "0", EXACT);
     ACQ("replay of the first request", A, 0, "1", EXACT);
     ACQ("another owner is refused with the PTTL", B, 2, "1", NEAR);
     RENEW("renew by the owner", A);
@@ -99,14 +98,21 @@ static size_t build(step *s)
     ACQ("fresh grant, to be left behind", A, 10, "1", EXACT);
     ACQ("a newer fresh acquire replaces it", A, 11, "1", EXACT);
     ABORT("the leftover's abort spares the new hold", A, 10);
+    ABORT("replay of that abort", A, 10);
     ACQ("a late copy older than the hold", A, 13, "1", EXACT);
     REL("drop-all of the hold", A, 12, ID[11], "1");
-    s[n++] = (step){"force release", REDLOCK__SCRIPT_FORCE_RELEASE, 3, 4,
-                    {NAME, CHAN, GEN, "0"}, EXACT};
-    s[n++] = (step){"force release of nothing", REDLOCK__SCRIPT_FORCE_RELEASE, 3, 4,
-                    {NAME, CHAN, GEN, "0"}, EXACT};
-    s[n++] = (step){"fenced fresh grant", REDLOCK__SCRIPT_ACQUIRE, 4, 9,
-                    {NAME, latch(14), GEN, TOKEN, "30000", B, "30000", ID[14], "1"}, POSITIVE};
+    ACQ("a hold to force-release", A, 15, "1", EXACT);
+    ACQ("re-entered twice", A, 16, "0", EXACT);
+    ACQ("and again", A, 17, "0", EXACT);
+    ABORT("abort of the last re-entry undoes one count", A, 17);
+    REL("release of one count", A, 18, ID[15], "0");
+    REL("replay of that release", A, 18, ID[15], "0");
+    s[n++] = (step){"force release", REDLOCK__SCRIPT_FORCE_RELEASE, 2, 3, {NAME, CHAN, "0"},
+                    EXACT};
+    s[n++] = (step){"force release of nothing", REDLOCK__SCRIPT_FORCE_RELEASE, 2, 3,
+                    {NAME, CHAN, "0"}, EXACT};
+    s[n++] = (step){"fenced fresh grant", REDLOCK__SCRIPT_ACQUIRE, 3, 7,
+                    {NAME, latch(14), TOKEN, "30000", B, ID[14], "1"}, POSITIVE};
     s[n++] = (step){"fence store by the holder", REDLOCK__SCRIPT_FENCE_STORE, 2, 4,
                     {NAME, TOKEN, B, "1"}, EXACT};
     s[n++] = (step){"fence store by another owner", REDLOCK__SCRIPT_FENCE_STORE, 2, 4,

@@ -188,7 +188,7 @@ static void *contender(void *arg)
 {
     contend *k = arg;
     redlock_client *c = NULL;
-    redlock_lock_options lo = {0, 1};
+    redlock_lock_options lo = {.fencing = 1};
     redlock_lock *l = NULL;
     int i;
 

@@ -34,6 +34,7 @@
 #include "lock/internal.h"
 #include "lock/watchdog.h"
 #include "redlock/redlock.h"
+#include "resp/script.h"
 #include "resp/scripts.h"
 #include "rig_env.h"
 
@@ -324,9 +325,10 @@ static void answer_cooperatively(hostile *h, hconn *hc, const redisReply *cmd, c
             emit_str(h, hc, ":5000\r\n");
             break;
         }
-        /* Four keys means a fencing acquire: a fresh token each time. */
+        /* The optional key means a fencing acquire: a fresh token each time. */
         if (cmd->elements > 2 && cmd->element[2]->type == REDIS_REPLY_STRING &&
-            strcmp(cmd->element[2]->str, "4") == 0) {
+            atoi(cmd->element[2]->str) >
+                redlock__script_shapes[REDLOCK__SCRIPT_ACQUIRE].nkeys) {
             snprintf(buf, sizeof(buf), "*1\r\n:%lu\r\n",
                      __atomic_add_fetch(&h->token, 1, __ATOMIC_SEQ_CST));
             emit_str(h, hc, buf);
@@ -962,7 +964,7 @@ START_TEST(test_every_call_fails_cleanly)
     redlock_options o = test_options();
     redlock_client *c = client_of(&h, 1, &o);
     redlock_lock *l = NULL, *fl = NULL;
-    redlock_lock_options fo = {0, 1};
+    redlock_lock_options fo = {.fencing = 1};
     redlock_member_state st;
     int64_t took, ttl = 0;
     size_t released = 99;
@@ -1851,7 +1853,7 @@ START_TEST(test_cooperative_server_works)
     redlock_options o = test_options();
     redlock_client *c = client_of(&h, 1, &o);
     redlock_lock *l = NULL, *fl = NULL;
-    redlock_lock_options fo = {0, 1};
+    redlock_lock_options fo = {.fencing = 1};
     uint64_t token = 0;
     int locked = -1;
 

@@ -108,6 +108,21 @@ static void assert_redisson_only(const char *name)
     ck_assert_str_eq(cli("HGETALL '%s'", name), REDISSON_FIELD "\n1");
 }
 
+/* A hold of ours, as HGETALL shows it: Redisson's "<field>" = count, then
+ * "<field>:gen" = the generation (32 hex digits), then the sequence
+ * numbers of recent re-entries and releases (acquire.lua). */
+static void assert_our_hold(const char *all, const char *field, int count)
+{
+    char want[512];
+    const char *gen;
+
+    snprintf(want, sizeof(want), "%s\n%d\n%s:gen\n", field, count, field);
+    ck_assert_msg(strncmp(all, want, strlen(want)) == 0, "layout: %s", all);
+    gen = all + strlen(want);
+    ck_assert_msg(strspn(gen, "0123456789abcdef") == 32 && (gen[32] == '\0' || gen[32] == ','),
+                  "generation: %s", gen);
+}
+
 /* The derived per-request timeout (lease / 100, 10..50 ms) is tuned for
  * production latencies; on a loaded shared test machine it would turn a
  * slow reply into a spurious failure in cases that test something else.
@@ -379,7 +394,7 @@ static void heal(void)
 START_TEST(test_redisson_layout)
 {
     redlock_client *c = client_default();
-    char name[NAME_CAP], field[FIELD_CAP], want[FIELD_CAP + 8];
+    char name[NAME_CAP], field[FIELD_CAP];
     redisContext *sub;
     redlock_lock *l;
     long long pttl;
@@ -392,20 +407,18 @@ START_TEST(test_redisson_layout)
     rig_field_of(c, redlock_thread_owner(), field, sizeof(field));
     sub = raw_subscribe(name);
 
-    /* A fixed lease: a hash at NAME with one field counting the hold, and
-     * the lease as the key's PEXPIRE. */
+    /* A fixed lease: a hash at NAME with one field counting the hold, its
+     * generation beside it, and the lease as the key's PEXPIRE. */
     ck_assert_int_eq(redlock_try_lock_for(l, 0, 20000), REDLOCK_OK);
     ck_assert_str_eq(cli("TYPE '%s'", name), "hash");
-    snprintf(want, sizeof(want), "%s\n1", field);
-    ck_assert_str_eq(cli("HGETALL '%s'", name), want);
+    assert_our_hold(cli("HGETALL '%s'", name), field, 1);
     pttl = key_pttl(name);
     ck_assert_msg(pttl > 15000 && pttl <= 20000, "pttl %lld", pttl);
 
     /* Re-entry: same field, count 2, lease reset; no message. */
     rig_sleep_ms(300);
     ck_assert_int_eq(redlock_try_lock_for(l, 0, 20000), REDLOCK_OK);
-    snprintf(want, sizeof(want), "%s\n2", field);
-    ck_assert_str_eq(cli("HGETALL '%s'", name), want);
+    assert_our_hold(cli("HGETALL '%s'", name), field, 2);
     ck_assert_int_gt(key_pttl(name), 19000);
 
     /* Dropping one of two holds keeps the key and publishes nothing. */
@@ -462,7 +475,7 @@ END_TEST
 START_TEST(test_redisson_excludes_and_is_excluded)
 {
     redlock_client *c = client_default();
-    char name[NAME_CAP], field[FIELD_CAP], want[FIELD_CAP + 8];
+    char name[NAME_CAP], field[FIELD_CAP];
     redlock_lock *l;
     int64_t t0, took, ttl;
     int locked = -1, held = -1, count = -1;
@@ -503,8 +516,11 @@ START_TEST(test_redisson_excludes_and_is_excluded)
     ck_assert_str_eq(cli("EVAL \"%s\" 2 '%s' '" CHANNEL_PREFIX "%s}' 0 30000 " REDISSON_FIELD,
                          REDISSON_UNLOCK, name, name),
                      "");
-    snprintf(want, sizeof(want), "%s\n1", field);
-    ck_assert_str_eq(cli("HGETALL '%s'", name), want);
+    assert_our_hold(cli("HGETALL '%s'", name), field, 1);
+    /* What Redisson's isLocked (EXISTS) and getHoldCount (HGET of its own
+     * field) see on a hold of ours: locked, not by this Java thread. */
+    ck_assert_str_eq(cli("EXISTS '%s'", name), "1");
+    ck_assert_str_eq(cli("HGET '%s' " REDISSON_FIELD, name), "");
     /* After our release, Redisson's tryLock gets it (nil = acquired). */
     ck_assert_int_eq(redlock_unlock(l), REDLOCK_OK);
     ck_assert_str_eq(cli("EVAL \"%s\" 1 '%s' 30000 " REDISSON_FIELD, REDISSON_TRY_LOCK, name),
@@ -656,7 +672,7 @@ START_TEST(test_api_and_reentrancy)
     ck_assert_int_eq(probe.unlock_rc, REDLOCK_ENOT_OWNER);
     ck_assert_str_eq(redlock_err_name(probe.unlock_rc), "REDLOCK_ENOT_OWNER");
     ck_assert_int_eq(field_count(name, field), 3);
-    ck_assert_int_eq(cli_int("HLEN '%s'", name), 1);
+    ck_assert_int_eq(cli_int("HLEN '%s'", name), 2); /* the count and its generation */
 
     /* Released after as many unlocks as locks. */
     for (i = 2; i >= 0; i--) {
@@ -682,7 +698,7 @@ START_TEST(test_api_and_reentrancy)
     ck_assert(!key_exists(name));
     ck_assert_int_eq(redlock_try_lock(lo), REDLOCK_OK);
     ck_assert_int_eq(redlock_unlock(l), REDLOCK_ELOST);
-    ck_assert_int_eq(cli_int("HLEN '%s'", name), 1);
+    ck_assert_int_eq(cli_int("HLEN '%s'", name), 2); /* lo's count and generation */
     ck_assert_int_eq(redlock_unlock(lo), REDLOCK_OK);
     ck_assert(!key_exists(name));
 
@@ -780,7 +796,7 @@ static owner_call on_thread(redlock_lock *l, uint64_t owner, int op)
 START_TEST(test_explicit_owner)
 {
     redlock_client *c = client_default();
-    char name[NAME_CAP], field[FIELD_CAP], want[FIELD_CAP + 8];
+    char name[NAME_CAP], field[FIELD_CAP];
     redlock_lock *l;
     owner_call o;
     int held = -1, count = -1;
@@ -793,8 +809,7 @@ START_TEST(test_explicit_owner)
     /* Acquired twice on two different threads by one owner. */
     ck_assert_int_eq(on_thread(l, OWNER_A, 0).rc, REDLOCK_OK);
     ck_assert_int_eq(on_thread(l, OWNER_A, 0).rc, REDLOCK_OK);
-    snprintf(want, sizeof(want), "%s\n2", field);
-    ck_assert_str_eq(cli("HGETALL '%s'", name), want);
+    assert_our_hold(cli("HGETALL '%s'", name), field, 2);
     o = on_thread(l, OWNER_A, 2);
     ck_assert_int_eq(o.rc, REDLOCK_OK);
     ck_assert_int_eq(o.held, 1);
@@ -1407,9 +1422,13 @@ START_TEST(test_release_retry_idempotent)
     n = settled_count(name, field, 1, 1000, 6000);
     ck_assert_msg(n == 1, "count %lld after one retried release of two holds", n);
     ck_assert_int_gt(key_pttl(name), 10000);
+    /* Remembered in the hold itself (its sequence number after the
+     * generation), not in a key per request: nothing else is written. */
+    ck_assert_msg(strchr(cli("HGET '%s' '%s:gen'", name, field), ','),
+                  "the release is not remembered in the hold");
     snprintf(pattern, sizeof(pattern), "redlock_latch:{%s}:*", name);
     latches = cli("KEYS '%s'", pattern);
-    ck_assert_msg(*latches, "no release latch stored");
+    ck_assert_msg(!*latches, "keys written per request: %s", latches);
 
     ck_assert_int_eq(redlock_unlock(l), REDLOCK_OK);
     ck_assert(!key_exists(name));
@@ -1520,7 +1539,7 @@ START_TEST(test_acl_user)
     redlock_client *ca = client_opts(rig_acl_uri(rig_get("ACL_USER"), rig_get("ACL_PASS")), NULL);
     redlock_client *cb, *bad;
     redlock_options o;
-    char name[NAME_CAP], field[FIELD_CAP], want[FIELD_CAP + 8], user[64];
+    char name[NAME_CAP], field[FIELD_CAP], user[64];
     redlock_lock *la, *lb, *lbad;
     redlock_member_report rep;
     pthread_t th;
@@ -1538,8 +1557,7 @@ START_TEST(test_acl_user)
     rig_field_of(ca, redlock_thread_owner(), field, sizeof(field));
 
     ck_assert_int_eq(redlock_try_lock_for(la, 0, 30000), REDLOCK_OK);
-    snprintf(want, sizeof(want), "%s\n1", field);
-    ck_assert_str_eq(cli("HGETALL '%s'", name), want);
+    assert_our_hold(cli("HGETALL '%s'", name), field, 1);
     /* The waiter's subscriber connection authenticates as the user too. */
     waiter_start(&th, &w, lb, 10000, 5000, 1);
     wait_numsub(name, 1);
@@ -1611,7 +1629,7 @@ static void check_tls_node(const char *port_key, int client_cert)
 {
     redlock_options o;
     redlock_client *ca, *cb;
-    char uri[64], name[NAME_CAP], field[FIELD_CAP], want[FIELD_CAP + 8];
+    char uri[64], name[NAME_CAP], field[FIELD_CAP];
     redlock_lock *la, *lb;
     redlock_member_state st;
     pthread_t th;
@@ -1635,8 +1653,7 @@ static void check_tls_node(const char *port_key, int client_cert)
 
     ck_assert_int_eq(redlock_try_lock_for(la, 0, 20000), REDLOCK_OK);
     ck_assert_int_eq(redlock_try_lock(la), REDLOCK_OK);
-    snprintf(want, sizeof(want), "%s\n2", field);
-    ck_assert_str_eq(tls_cli(port_key, client_cert, "HGETALL '%s'", name), want);
+    assert_our_hold(tls_cli(port_key, client_cert, "HGETALL '%s'", name), field, 2);
     pttl = atoll(tls_cli(port_key, client_cert, "PTTL '%s'", name));
     ck_assert_msg(pttl > 25000 && pttl <= 30000, "pttl %lld", pttl);
     ck_assert_int_eq(redlock_lock_inspect(la, 0, &st), REDLOCK_OK);

@@ -976,18 +976,19 @@ END_TEST
  * is sent by hand, exactly as the background retry sends it, so the order
  * of events does not depend on when a node wakes up. */
 
-/* Sends release.lua to node as a late copy would: its own latch, the
- * generations of the hold it was sent for. Returns the reply. */
+/* Sends release.lua to node as a late copy would: its own request id
+ * (32 hex digits), the generations of the hold it was sent for. Returns
+ * the reply. */
 static const char *send_release(size_t node, const char *name, const char *field,
-                                const char *gens, const char *latch_tag)
+                                const char *gens, const char *request_id)
 {
     char args[1024];
 
     snprintf(args, sizeof(args),
-             "EVALSHA %s 4 '%s' 'redisson_lock__channel:{%s}' 'redlock_latch:{%s}:%s' "
-             "'redlock_gen:{%s}' 0 10000 '%s' 10000 0 '%s'",
-             redlock__scripts[REDLOCK__SCRIPT_RELEASE].sha1, name, name, name, latch_tag,
-             name, field, gens);
+             "EVALSHA %s 3 '%s' 'redisson_lock__channel:{%s}' 'redlock_latch:{%s}:%s' "
+             "0 10000 '%s' 0 '%s'",
+             redlock__scripts[REDLOCK__SCRIPT_RELEASE].sha1, name, name, name, request_id,
+             field, gens);
     return rig_cli(node, args);
 }
 
@@ -1004,7 +1005,7 @@ static void member_gens(redlock_lock *l, redlock__gens_text *out)
 START_TEST(test_late_release_spares_newer_hold)
 {
     redlock_client *c = client_with(NODE_TIMEOUT_MS, 0, 0), *other = client_default();
-    char name[64], field[FIELD_CAP], tag[32];
+    char name[64], field[FIELD_CAP], tag[40];
     redlock__gens_text old_gens[N_NODES], new_gens[N_NODES];
     redlock_lock *l, *lo;
     size_t i;
@@ -1031,10 +1032,10 @@ START_TEST(test_late_release_spares_newer_hold)
 
     /* The earlier hold's release reaches three members only now. */
     for (i = 2; i < N_NODES; i++) {
-        snprintf(tag, sizeof(tag), "late-%zu", i);
+        snprintf(tag, sizeof(tag), "%012zx%020x", 0xfff000 + i, 0xabc);
         ck_assert_str_eq(send_release(i, name, field, old_gens[i], tag), "");
         ck_assert_int_eq(node_count(i, name, field), 1);
-        /* Retried with the same latch, it answers the same. */
+        /* Retried with the same id, it answers the same. */
         ck_assert_str_eq(send_release(i, name, field, old_gens[i], tag), "");
         ck_assert_int_eq(node_count(i, name, field), 1);
     }
@@ -1043,7 +1044,9 @@ START_TEST(test_late_release_spares_newer_hold)
 
     /* The same call with the newer hold's generations does release it,
      * so the refusal above came from the generation alone. */
-    ck_assert_str_eq(send_release(4, name, field, new_gens[4], "current"), "1");
+    ck_assert_str_eq(send_release(4, name, field, new_gens[4],
+                                  "000000fff9000000000000000000000c"),
+                     "1");
     ck_assert(!key_exists(4, name));
     ck_assert_int_eq(redlock_unlock(l), REDLOCK_OK);
     ck_assert_int_ge(wait_gone(name, N_NODES, 2000), 0);

@@ -448,24 +448,6 @@ static const char *get_str(sx *s, const char *key)
     return e ? e->str : NULL;
 }
 
-static long long hincrby(sx *s, const char *key, const char *field, long long by)
-{
-    fentry *e = get_hash(s, key);
-    ffield *fl;
-    char num[32];
-    long long v;
-
-    if (s->bad)
-        return 0;
-    if (!e)
-        e = create(s->nd, key, 1);
-    fl = hfield(e, field);
-    v = (fl ? atoll(fl->value) : 0) + by;
-    snprintf(num, sizeof(num), "%lld", v);
-    hset(e, field, num);
-    return v;
-}
-
 static void pexpire(sx *s, const char *key, long long ms)
 {
     fentry *e = lookup(s->f, s->nd, key);
@@ -474,12 +456,47 @@ static void pexpire(sx *s, const char *key, long long ms)
         e->expire_ns = s->f->now + ms * NS_PER_MS;
 }
 
-/* The generation recorded for owner (acquire.lua), or NULL. */
-static const char *gen_of(sx *s, const char *gen_key, const char *owner)
+/* The hold's bookkeeping field beside owner's count (acquire.lua). */
+static void gen_field(const char *owner, char *out, size_t cap)
 {
-    ffield *fl = hfield(get_hash(s, gen_key), owner);
+    snprintf(out, cap, "%s:gen", owner);
+}
 
-    return fl ? fl->value : NULL;
+/* The :gen value's generation: up to the first comma. */
+static void gen_part(const char *v, char *out, size_t cap)
+{
+    size_t n = strcspn(v, ",");
+
+    if (n >= cap)
+        n = cap - 1;
+    memcpy(out, v, n);
+    out[n] = '\0';
+}
+
+/* Whether seq is one of the recent sequence numbers in a :gen value. */
+static int seen_seq(const char *v, const char *seq)
+{
+    const char *p = strchr(v, ',');
+
+    while (p) {
+        if (strncmp(p + 1, seq, 12) == 0 && (p[13] == ',' || p[13] == '\0'))
+            return 1;
+        p = strchr(p + 1, ',');
+    }
+    return 0;
+}
+
+/* v with seq appended to its recent sequence numbers, the last four kept. */
+static void remember_seq(const char *v, const char *seq, char *out, size_t cap)
+{
+    char gen[64], rest[128];
+    size_t glen, rlen;
+
+    gen_part(v, gen, sizeof(gen));
+    glen = strlen(gen);
+    snprintf(rest, sizeof(rest), "%s,%.12s", v + glen, seq);
+    rlen = strlen(rest);
+    snprintf(out, cap, "%s%s", gen, rlen > 52 ? rest + rlen - 52 : rest);
 }
 
 /* Whether item is one of the comma-separated list (release.lua). */
@@ -500,97 +517,109 @@ static int in_list(const char *list, const char *item)
     }
 }
 
-static void gen_forget(sx *s, const char *gen_key, const char *owner)
+static void set_count(fentry *e, const char *owner, long long count)
 {
-    fentry *e = get_hash(s, gen_key);
+    char num[32];
 
-    if (e)
-        hdel(s->f, s->nd, e, owner);
+    snprintf(num, sizeof(num), "%lld", count);
+    hset(e, owner, num);
 }
 
 static void run_acquire(sx *s)
 {
-    const char *name = key_at(s, 1), *latch = key_at(s, 2), *gen_key = key_at(s, 3);
-    const char *lease = arg_at(s, 1), *owner = arg_at(s, 2), *latch_ms = arg_at(s, 3);
-    const char *request = arg_at(s, 4);
-    int fresh_only = strcmp(arg_at(s, 5), "1") == 0;
-    const char *first, *gen;
+    const char *name = key_at(s, 1), *mark = key_at(s, 2);
+    const char *lease = arg_at(s, 1), *owner = arg_at(s, 2), *request = arg_at(s, 3);
+    int fresh_only = strcmp(arg_at(s, 4), "1") == 0;
+    int fenced = s->nkeys >= 3;
+    char genf[256], gen[64], seq[13], buf[128];
+    unsigned long long token = 0;
     fentry *e;
-    int fenced = s->nkeys >= 4, fresh, mine;
-    char buf[96];
+    ffield *count, *gv;
 
     if (s->bad)
         return;
-    first = get_str(s, latch);
-    if (first) {
-        /* A replay answers what the first run answered. */
-        if (strcmp(first, "x") == 0) {
-            rb_int(s->out, -3);
-        } else if (first[0] == 'g') {
-            rb_array(s->out, 2);
-            rb_int(s->out, atoll(first + 1));
-            rb_bulk(s->out, strchr(first, ':') + 1);
-        } else {
-            rb_int(s->out, atoll(first));
-        }
+    if (get_str(s, mark)) {
+        rb_int(s->out, -3);
         return;
     }
+    gen_field(owner, genf, sizeof(genf));
+    snprintf(seq, sizeof(seq), "%.12s", request);
     e = get_hash(s, name);
-    fresh = e == NULL;
-    mine = !fresh && hfield(e, owner) != NULL;
-    if (mine && fresh_only) {
+    if (s->bad)
+        return;
+    if (e) {
+        const char *v;
+
+        if (!(count = hfield(e, owner))) {
+            rb_int(s->out, pttl_of(s->f, s->nd, name));
+            return;
+        }
+        gv = hfield(e, genf);
+        v = gv ? gv->value : "";
+        gen_part(v, gen, sizeof(gen));
+        if (strcmp(gen, request) == 0) {
+            /* A replay of the fresh grant that made this hold. */
+            const char *stored = fenced ? get_str(s, key_at(s, 3)) : NULL;
+
+            rb_array(s->out, 2);
+            rb_int(s->out, stored ? atoll(stored) : 0);
+            rb_bulk(s->out, gen);
+            return;
+        }
+        if (seen_seq(v, seq)) {
+            rb_array(s->out, 2);
+            rb_int(s->out, 0);
+            rb_bulk(s->out, gen);
+            return;
+        }
+        if (!fresh_only) {
+            remember_seq(v, seq, buf, sizeof(buf));
+            set_count(e, owner, atoll(count->value) + 1);
+            hset(e, genf, buf);
+            pexpire(s, name, atoll(lease));
+            rb_array(s->out, 2);
+            rb_int(s->out, 0);
+            rb_bulk(s->out, gen);
+            return;
+        }
         /* Not a re-entry: an older generation is a leftover to replace, a
          * newer one makes this request the late copy (acquire.lua). */
-        gen = gen_of(s, gen_key, owner);
-        if (gen && strlen(gen) == 32 && strncmp(gen, request, 12) > 0) {
-            set_string(s->f, s->nd, latch, "x", atoll(latch_ms));
+        if (strlen(gen) == 32 && strncmp(gen, request, 12) > 0) {
+            set_string(s->f, s->nd, mark, "x", atoll(lease));
             rb_int(s->out, -3);
             return;
         }
-        hdel(s->f, s->nd, e, owner);
-        e = get_hash(s, name);
-        fresh = e == NULL;
-        mine = 0;
-    }
-    if (fresh || mine) {
-        unsigned long long token = 0;
-
-        hincrby(s, name, owner, 1);
-        pexpire(s, name, atoll(lease));
-        if (fresh) {
-            fentry *g = get_hash(s, gen_key);
-
-            if (s->bad)
-                return;
-            hset(g ? g : create(s->nd, gen_key, 1), owner, request);
+        if (hfield(e, genf))
+            hdel(s->f, s->nd, e, genf);
+        if ((e = lookup(s->f, s->nd, name)) != NULL)
+            hdel(s->f, s->nd, e, owner);
+        if (lookup(s->f, s->nd, name)) {
+            rb_int(s->out, pttl_of(s->f, s->nd, name));
+            return;
         }
-        pexpire(s, gen_key, atoll(lease));
-        if (fresh && fenced) {
-            const char *stored = get_str(s, key_at(s, 4));
-            unsigned long long now_us = node_time_us(s->f, s->node);
-
-            token = (stored ? strtoull(stored, NULL, 10) : 0) + 1;
-            if (now_us > token)
-                token = now_us;
-            snprintf(buf, sizeof(buf), "%llu", token);
-            set_string(s->f, s->nd, key_at(s, 4), buf, 0);
-        }
-        gen = gen_of(s, gen_key, owner);
-        snprintf(buf, sizeof(buf), "g%llu:%s", token, gen ? gen : "");
-        set_string(s->f, s->nd, latch, buf, atoll(latch_ms));
-        rb_array(s->out, 2);
-        rb_int(s->out, (long long)token);
-        rb_bulk(s->out, gen ? gen : "");
-        return;
     }
-    snprintf(buf, sizeof(buf), "%lld", (long long)pttl_of(s->f, s->nd, name));
-    set_string(s->f, s->nd, latch, buf, atoll(latch_ms));
-    rb_int(s->out, atoll(buf));
+    e = create(s->nd, name, 1);
+    hset(e, owner, "1");
+    hset(e, genf, request);
+    pexpire(s, name, atoll(lease));
+    if (fenced) {
+        const char *stored = get_str(s, key_at(s, 3));
+        unsigned long long now_us = node_time_us(s->f, s->node);
+
+        token = (stored ? strtoull(stored, NULL, 10) : 0) + 1;
+        if (now_us > token)
+            token = now_us;
+        snprintf(buf, sizeof(buf), "%llu", token);
+        set_string(s->f, s->nd, key_at(s, 3), buf, 0);
+    }
+    rb_array(s->out, 2);
+    rb_int(s->out, (long long)token);
+    rb_bulk(s->out, request);
 }
 
 static void run_renew(sx *s)
 {
-    const char *name = key_at(s, 1), *gen_key = key_at(s, 2);
+    const char *name = key_at(s, 1);
     const char *lease = arg_at(s, 1), *owner = arg_at(s, 2);
     fentry *e;
 
@@ -599,18 +628,17 @@ static void run_renew(sx *s)
     e = get_hash(s, name);
     if (hfield(e, owner)) {
         pexpire(s, name, atoll(lease));
-        pexpire(s, gen_key, atoll(lease));
         rb_int(s->out, 1);
     } else {
         rb_int(s->out, e ? 0 : -2);
     }
 }
 
-/* release.lua: the acquire latch of each listed generation, still absent,
- * gets the cancel mark, so a late copy of that acquire cannot grant. */
-static void tombstone_listed(sx *s, const char *latch, const char *list, const char *lease)
+/* release.lua: each listed generation without a cancel mark gets one, so a
+ * late copy of that acquire cannot grant. */
+static void tombstone_listed(sx *s, const char *mark, const char *list, const char *lease)
 {
-    size_t prefix = strlen(latch) >= 32 ? strlen(latch) - 32 : 0;
+    size_t prefix = strlen(mark) >= 32 ? strlen(mark) - 32 : 0;
     const char *p = list;
     char key[512];
 
@@ -619,7 +647,7 @@ static void tombstone_listed(sx *s, const char *latch, const char *list, const c
         size_t len = end ? (size_t)(end - p) : strlen(p);
 
         if (len > 0 && prefix + len < sizeof(key)) {
-            memcpy(key, latch, prefix);
+            memcpy(key, mark, prefix);
             memcpy(key + prefix, p, len);
             key[prefix + len] = '\0';
             if (!get_str(s, key))
@@ -631,114 +659,106 @@ static void tombstone_listed(sx *s, const char *latch, const char *list, const c
     }
 }
 
+/* The last hold goes: the key holds nothing else (a lock has one owner). */
+static void drop_lock(sx *s, const char *name, const char *channel)
+{
+    del_key(s->f, s->nd, name);
+    publish(s->f, s->node, channel);
+    rb_int(s->out, 1);
+}
+
 static void run_release(sx *s)
 {
-    const char *name = key_at(s, 1), *channel = key_at(s, 2), *latch = key_at(s, 3);
-    const char *gen_key = key_at(s, 4);
-    const char *lease = arg_at(s, 2), *owner = arg_at(s, 3), *latch_ms = arg_at(s, 4);
-    int drop_all = strcmp(arg_at(s, 5), "1") == 0;
-    const char *generation = arg_at(s, 6), *first, *gen;
+    const char *name = key_at(s, 1), *channel = key_at(s, 2), *mark = key_at(s, 3);
+    const char *lease = arg_at(s, 2), *owner = arg_at(s, 3);
+    int drop_all = strcmp(arg_at(s, 4), "1") == 0;
+    const char *generation = arg_at(s, 5), *v;
+    char genf[256], gen[64], seq[13], buf[128];
+    ffield *count, *gv;
     fentry *e;
-    long long count;
 
     (void)arg_at(s, 1);
     if (s->bad)
         return;
-    if ((first = get_str(s, latch)) != NULL) {
-        if (strcmp(first, "n") == 0)
-            rb_nil(s->out);
-        else
-            rb_int(s->out, atoll(first));
-        return;
-    }
+    gen_field(owner, genf, sizeof(genf));
     e = get_hash(s, name);
-    if (!hfield(e, owner)) {
-        tombstone_listed(s, latch, generation, lease);
+    if (!(count = hfield(e, owner))) {
+        tombstone_listed(s, mark, generation, lease);
         rb_nil(s->out);
         return;
     }
-    gen = gen_of(s, gen_key, owner);
-    if (gen && *generation && !in_list(generation, gen)) {
+    gv = hfield(e, genf);
+    v = gv ? gv->value : "";
+    gen_part(v, gen, sizeof(gen));
+    if (gen[0] && *generation && !in_list(generation, gen)) {
         /* A release of an older hold of the same owner. */
-        set_string(s->f, s->nd, latch, "n", atoll(latch_ms));
         rb_nil(s->out);
         return;
     }
-    if (drop_all) {
-        count = (long long)e->nfields - 1;
-        hdel(s->f, s->nd, e, owner);
-    } else {
-        count = hincrby(s, name, owner, -1);
-    }
-    if (count > 0) {
-        if (!hfield(lookup(s->f, s->nd, name), owner))
-            gen_forget(s, gen_key, owner);
-        pexpire(s, name, atoll(lease));
-        pexpire(s, gen_key, atoll(lease));
-        set_string(s->f, s->nd, latch, "0", atoll(latch_ms));
+    snprintf(seq, sizeof(seq), "%.12s", strlen(mark) >= 32 ? mark + strlen(mark) - 32 : "");
+    if (seen_seq(v, seq)) {
         rb_int(s->out, 0);
         return;
     }
-    del_key(s->f, s->nd, name);
-    gen_forget(s, gen_key, owner);
-    publish(s->f, s->node, channel);
-    set_string(s->f, s->nd, latch, "1", atoll(latch_ms));
-    rb_int(s->out, 1);
+    if (!drop_all && atoll(count->value) > 1) {
+        remember_seq(v, seq, buf, sizeof(buf));
+        set_count(e, owner, atoll(count->value) - 1);
+        hset(e, genf, buf);
+        pexpire(s, name, atoll(lease));
+        rb_int(s->out, 0);
+        return;
+    }
+    drop_lock(s, name, channel);
 }
 
 static void run_abort(sx *s)
 {
-    const char *name = key_at(s, 1), *channel = key_at(s, 2), *latch = key_at(s, 3);
-    const char *gen_key = key_at(s, 4);
-    const char *lease = arg_at(s, 2), *owner = arg_at(s, 3), *latch_ms = arg_at(s, 4);
-    const char *first, *gen;
-    char granted_gen[64] = "";
-    int granted;
+    const char *name = key_at(s, 1), *channel = key_at(s, 2), *mark = key_at(s, 3);
+    const char *lease = arg_at(s, 2), *owner = arg_at(s, 3), *id, *v;
+    char genf[256], gen[64], seq[13];
+    ffield *count, *gv;
     fentry *e;
 
     (void)arg_at(s, 1);
     if (s->bad)
         return;
-    first = get_str(s, latch);
-    granted = first && first[0] == 'g';
-    if (granted) {
-        /* The generation the grant had, before the latch is overwritten. */
-        const char *colon = strchr(first, ':');
-
-        snprintf(granted_gen, sizeof(granted_gen), "%s", colon ? colon + 1 : "");
+    if (get_str(s, mark) || s->bad) {
+        rb_int(s->out, 0);
+        return;
     }
-    set_string(s->f, s->nd, latch, "x", atoll(latch_ms));
+    set_string(s->f, s->nd, mark, "x", atoll(lease));
+    gen_field(owner, genf, sizeof(genf));
     e = get_hash(s, name);
-    if (!granted || !hfield(e, owner)) {
+    if (!(count = hfield(e, owner))) {
         rb_int(s->out, 0);
         return;
     }
-    gen = gen_of(s, gen_key, owner);
-    if (granted_gen[0] && gen && strcmp(gen, granted_gen) != 0) {
-        /* The hold was replaced by a later fresh acquire. */
+    id = strlen(mark) >= 32 ? mark + strlen(mark) - 32 : "";
+    snprintf(seq, sizeof(seq), "%.12s", id);
+    gv = hfield(e, genf);
+    v = gv ? gv->value : "";
+    gen_part(v, gen, sizeof(gen));
+    if (strcmp(gen, id) != 0 && !seen_seq(v, seq)) {
+        /* Not granted by this request, or the hold was replaced since. */
         rb_int(s->out, 0);
         return;
     }
-    if (hincrby(s, name, owner, -1) > 0) {
+    if (atoll(count->value) > 1) {
+        set_count(e, owner, atoll(count->value) - 1);
         pexpire(s, name, atoll(lease));
-        pexpire(s, gen_key, atoll(lease));
         rb_int(s->out, 1);
         return;
     }
-    del_key(s->f, s->nd, name);
-    gen_forget(s, gen_key, owner);
-    publish(s->f, s->node, channel);
-    rb_int(s->out, 1);
+    drop_lock(s, name, channel);
 }
 
 static void run_force_release(sx *s)
 {
-    const char *name = key_at(s, 1), *channel = key_at(s, 2), *gen_key = key_at(s, 3);
+    const char *name = key_at(s, 1), *channel = key_at(s, 2);
 
     (void)arg_at(s, 1);
     if (s->bad)
         return;
-    del_key(s->f, s->nd, gen_key);
     if (del_key(s->f, s->nd, name)) {
         publish(s->f, s->node, channel);
         rb_int(s->out, 1);
@@ -793,8 +813,16 @@ static void run_fenced_set(sx *s)
     rb_int(s->out, 1);
 }
 
+static int is_gen_field(const char *name)
+{
+    size_t n = strlen(name);
+
+    return n >= 4 && strcmp(name + n - 4, ":gen") == 0;
+}
+
 static void run_inspect(sx *s)
 {
+    size_t holders = 0;
     const char *name = key_at(s, 1), *token_key = key_at(s, 2);
     const char *token;
     int64_t pttl;
@@ -808,10 +836,15 @@ static void run_inspect(sx *s)
     e = get_hash(s, name);
     if (s->bad)
         return;
-    rb_array(s->out, 2 + (e ? 2 * e->nfields : 0));
+    /* The holders' :gen fields are bookkeeping, left out (inspect.lua). */
+    for (i = 0; e && i < e->nfields; i++)
+        holders += !is_gen_field(e->fields[i].name);
+    rb_array(s->out, 2 + 2 * holders);
     rb_int(s->out, pttl);
     rb_bulk(s->out, token ? token : "0");
     for (i = 0; e && i < e->nfields; i++) {
+        if (is_gen_field(e->fields[i].name))
+            continue;
         rb_bulk(s->out, e->fields[i].name);
         rb_bulk(s->out, e->fields[i].value);
     }

@@ -70,31 +70,27 @@ static void expect_call(redlock__script_call sc, int script, int nkeys, const ch
 START_TEST(builders_place_every_argument)
 {
     const char *argv[REDLOCK__SCRIPT_MAX_ARGS];
-    redlock__acquire_args acq = {"n", "latch", "gen", "token", "30000", "f", "31000", "rid",
-                                 "1"};
-    redlock__release_args rel = {"n", "chan", "latch", "gen", "0", "30000", "f", "31000",
-                                 "1", "g1,g2"};
+    redlock__acquire_args acq = {"n", "mark", "token", "30000", "f", "rid", "1"};
+    redlock__release_args rel = {"n", "chan", "mark", "0", "30000", "f", "1", "g1,g2"};
 
-    expect_call(redlock__script_acquire(argv, &acq), REDLOCK__SCRIPT_ACQUIRE, 4, argv,
-                (const char *[]){"n", "latch", "gen", "token", "30000", "f", "31000", "rid", "1"});
-    acq.token_key = NULL;
     expect_call(redlock__script_acquire(argv, &acq), REDLOCK__SCRIPT_ACQUIRE, 3, argv,
-                (const char *[]){"n", "latch", "gen", "30000", "f", "31000", "rid", "1"});
-    expect_call(redlock__script_release(argv, &rel), REDLOCK__SCRIPT_RELEASE, 4, argv,
-                (const char *[]){"n", "chan", "latch", "gen", "0", "30000", "f", "31000", "1",
-                                 "g1,g2"});
-    /* An abort reads only the first four arguments of a release. */
-    expect_call(redlock__script_abort(argv, &rel), REDLOCK__SCRIPT_ABORT, 4, argv,
-                (const char *[]){"n", "chan", "latch", "gen", "0", "30000", "f", "31000"});
-    expect_call(redlock__script_renew(argv, &(redlock__renew_args){"n", "gen", "30000", "f"}),
-                REDLOCK__SCRIPT_RENEW, 2, argv, (const char *[]){"n", "gen", "30000", "f"});
+                (const char *[]){"n", "mark", "token", "30000", "f", "rid", "1"});
+    acq.token_key = NULL;
+    expect_call(redlock__script_acquire(argv, &acq), REDLOCK__SCRIPT_ACQUIRE, 2, argv,
+                (const char *[]){"n", "mark", "30000", "f", "rid", "1"});
+    expect_call(redlock__script_release(argv, &rel), REDLOCK__SCRIPT_RELEASE, 3, argv,
+                (const char *[]){"n", "chan", "mark", "0", "30000", "f", "1", "g1,g2"});
+    /* An abort reads only the first three arguments of a release. */
+    expect_call(redlock__script_abort(argv, &rel), REDLOCK__SCRIPT_ABORT, 3, argv,
+                (const char *[]){"n", "chan", "mark", "0", "30000", "f"});
+    expect_call(redlock__script_renew(argv, &(redlock__renew_args){"n", "30000", "f"}),
+                REDLOCK__SCRIPT_RENEW, 1, argv, (const char *[]){"n", "30000", "f"});
     expect_call(redlock__script_fence_store(
                     argv, &(redlock__fence_store_args){"n", "token", "f", "7"}),
                 REDLOCK__SCRIPT_FENCE_STORE, 2, argv, (const char *[]){"n", "token", "f", "7"});
     expect_call(redlock__script_force_release(
-                    argv, &(redlock__force_release_args){"n", "chan", "gen", "0"}),
-                REDLOCK__SCRIPT_FORCE_RELEASE, 3, argv,
-                (const char *[]){"n", "chan", "gen", "0"});
+                    argv, &(redlock__force_release_args){"n", "chan", "0"}),
+                REDLOCK__SCRIPT_FORCE_RELEASE, 2, argv, (const char *[]){"n", "chan", "0"});
     expect_call(redlock__script_inspect(argv, &(redlock__inspect_args){"n", "token"}),
                 REDLOCK__SCRIPT_INSPECT, 2, argv, (const char *[]){"n", "token"});
     expect_call(redlock__script_fenced_set(argv, &(redlock__fenced_set_args){"k", "v", "9"}),
@@ -107,14 +103,14 @@ START_TEST(format_sends_evalsha_then_eval)
     const char *argv[REDLOCK__SCRIPT_MAX_ARGS];
     const char *many[REDLOCK__MAX_CALL_ARGS + 1];
     redlock__script_call sc =
-        redlock__script_renew(argv, &(redlock__renew_args){"n", "gen", "30000", "f"});
+        redlock__script_renew(argv, &(redlock__renew_args){"n", "30000", "f"});
     const redlock__script *renew = &redlock__scripts[REDLOCK__SCRIPT_RENEW];
     char want[256], *cmd = NULL;
     int len, i;
 
     len = redlock__script_format(&cmd, sc.script, sc.nkeys, sc.argc, argv, NULL, 0);
     snprintf(want, sizeof(want),
-             "*7\r\n$7\r\nEVALSHA\r\n$40\r\n%s\r\n$1\r\n2\r\n$1\r\nn\r\n$3\r\ngen\r\n"
+             "*6\r\n$7\r\nEVALSHA\r\n$40\r\n%s\r\n$1\r\n1\r\n$1\r\nn\r\n"
              "$5\r\n30000\r\n$1\r\nf\r\n",
              renew->sha1);
     ck_assert_int_eq(len, (int)strlen(want));

@@ -307,7 +307,6 @@ void redlock__facts_after_grant(redlock_lock *l, const char *field, int64_t leas
                                 const redlock__attempt_result *res)
 {
     redlock_client *c = l->client;
-    const redlock_member_report *rep = redlock__report_of(l); /* the attempt's */
     unsigned char include[REDLOCK__MAX_NODES];
     redlock_holder_facts f;
     char value[4 * sizeof(redlock_holder_facts) + 64];
@@ -320,14 +319,12 @@ void redlock__facts_after_grant(redlock_lock *l, const char *field, int64_t leas
     if (!l->facts_command)
         return;
     snprintf(f.command, sizeof(f.command), "%s", l->facts_command);
-    /* Members that granted this very hold, and those the attempt decided
-     * without (most of them grant too, and the watchdog renews the hold on
-     * them): a member that refused or re-entered keeps the facts of its
-     * own hold. Facts that land where another owner holds the lock are
-     * harmless: readers only believe facts whose owner holds a quorum. */
+    /* Members that granted this very hold. One the attempt decided without
+     * may never run the acquire (its request can be dropped with the
+     * connection), and facts there would name a holder the member does not
+     * have; a quorum of members carries them, enough for a reader. */
     for (m = 0; m < l->n; m++) {
-        include[m] = (res->gen_reported[m] && strcmp(res->gens[m], res->request_id) == 0) ||
-                     (rep && rep[m].outcome == REDLOCK_MEMBER_NONE);
+        include[m] = res->gen_reported[m] && strcmp(res->gens[m], res->request_id) == 0;
         n += include[m];
     }
     if (n == 0)

@@ -64,17 +64,34 @@ static redlock_holder_facts facts_of(redlock_lock *l, size_t i)
 }
 
 /* Every member has facts of this thread's hold through c with command. */
+/* The facts of the first member that has them (a member the attempt did
+ * not wait for has none). */
+static redlock_holder_facts first_facts(redlock_lock *l)
+{
+    redlock_holder_facts f;
+    size_t i;
+
+    for (i = 0; i < NODES; i++)
+        if ((f = facts_of(l, i)).found)
+            return f;
+    return f;
+}
+
 static void assert_facts(redlock_client *c, redlock_lock *l, const char *command)
 {
     char field[160], host[256] = "";
-    size_t i;
+    size_t i, found;
 
     rig_field_of(c, redlock_thread_owner(), field, sizeof(field));
     gethostname(host, sizeof(host) - 1);
-    for (i = 0; i < NODES; i++) {
+    /* Written where the hold was granted: on a quorum at least (a member
+     * the attempt did not wait for has none). */
+    for (i = 0, found = 0; i < NODES; i++) {
         redlock_holder_facts f = facts_of(l, i);
 
-        ck_assert_msg(f.found, "member %zu has no facts", i);
+        if (!f.found)
+            continue;
+        found++;
         ck_assert_str_eq(f.owner, field);
         ck_assert_str_eq(f.host, host);
         ck_assert_int_eq(f.pid, getpid());
@@ -83,6 +100,7 @@ static void assert_facts(redlock_client *c, redlock_lock *l, const char *command
         if (command)
             ck_assert_str_eq(f.command, command);
     }
+    ck_assert_msg(found >= NODES / 2 + 1, "facts on %zu of %d members", found, NODES);
 }
 
 START_TEST(not_written_unless_asked)
@@ -118,6 +136,8 @@ START_TEST(written_with_owner)
     for (i = 0; i < NODES; i++) {
         /* The owner is the holder status finds, and the lease is the hold's. */
         ck_assert_int_eq(redlock_lock_inspect(l, i, &st), REDLOCK_OK);
+        if (!facts_of(l, i).found)
+            continue;
         ck_assert_str_eq(facts_of(l, i).owner, st.holder);
         snprintf(cmd, sizeof(cmd), "PTTL 'redlock_facts:{%s}'", name);
         pttl = atol(rig_cli(i, cmd));
@@ -134,7 +154,7 @@ START_TEST(written_with_owner)
     l = lock_with(c, "self", 1, NULL, name, sizeof(name));
     ck_assert_int_eq(redlock_try_lock_for(l, 2000, 5000), REDLOCK_OK);
     assert_facts(c, l, NULL);
-    ck_assert_ptr_nonnull(strstr(facts_of(l, 0).command, "test_facts"));
+    ck_assert_ptr_nonnull(strstr(first_facts(l).command, "test_facts"));
     ck_assert_int_eq(redlock_unlock(l), REDLOCK_OK);
     redlock_lock_free(l);
     redlock_client_free(c);
@@ -170,7 +190,7 @@ START_TEST(command_cannot_forge)
         memcpy(long_cmd + i, "\xc3\xa9", 2);
     l = lock_with(c, "long", 1, long_cmd, name, sizeof(name));
     ck_assert_int_eq(redlock_try_lock_for(l, 2000, 5000), REDLOCK_OK);
-    f = facts_of(l, 0);
+    f = first_facts(l);
     ck_assert(f.found);
     ck_assert_uint_eq(strlen(f.command), 199);
     ck_assert_int_eq(strncmp(f.command, long_cmd, 199), 0);

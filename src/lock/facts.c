@@ -395,11 +395,11 @@ int redlock_lock_holder_facts(redlock_lock *l, size_t member, redlock_holder_fac
     argv[0] = "GET";
     argv[1] = redlock__key(&l->members[member], REDLOCK__KEY_FACTS);
     call = (redlock__call){-1, 0, 2, argv, NULL};
-    b = (redlock__batch){l->members[member].node, &call, 1,
-                         c->tp.ops->now_ns(c->tp.ctx) +
-                             (c->node_timeout_ms > 0 ? c->node_timeout_ms : INSPECT_TIMEOUT_MS) *
-                                 REDLOCK__NS_PER_MS,
-                         0};
+    b = (redlock__batch){.node = l->members[member].node, .calls = &call, .ncalls = 1,
+                         .deadline_ns = c->tp.ops->now_ns(c->tp.ctx) +
+                                        (c->node_timeout_ms > 0 ? c->node_timeout_ms
+                                                                : INSPECT_TIMEOUT_MS) *
+                                            REDLOCK__NS_PER_MS};
     redlock__fanout(c, &b, 1, on_get_reply, &x);
     if (x.rc != REDLOCK_OK) {
         memset(out, 0, sizeof(*out));

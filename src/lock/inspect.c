@@ -386,8 +386,8 @@ int redlock_fenced_set(redlock_client *c, size_t node, const char *key, const ch
     lens[1] = value_len;
     lens[2] = strlen(tok);
     call = (redlock__call){sc.script, sc.nkeys, sc.argc, argv, lens};
-    b = (redlock__batch){node, &call, 1,
-                         c->tp.ops->now_ns(c->tp.ctx) + inspect_timeout_ns(c), 0};
+    b = (redlock__batch){.node = node, .calls = &call, .ncalls = 1,
+                         .deadline_ns = c->tp.ops->now_ns(c->tp.ctx) + inspect_timeout_ns(c)};
     redlock__fanout(c, &b, 1, on_fenced_reply, &f);
     if (f.rc)
         return redlock__fail(f.rc, "fenced_set '%s': %s", key, f.msg);

@@ -282,7 +282,8 @@ static int build(redlock_client *c, tick *t, int64_t deadline)
         }
         if (k > first) {
             t->batch_start[t->nb] = first;
-            t->batches[t->nb] = (redlock__batch){node, &t->calls[first], k - first, deadline, 0};
+            t->batches[t->nb] = (redlock__batch){
+                .node = node, .calls = &t->calls[first], .ncalls = k - first, .deadline_ns = deadline};
             t->nb++;
         }
     }

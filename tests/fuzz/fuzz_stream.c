@@ -121,7 +121,8 @@ static void fan_out(redlock__conn *conn, const uint8_t *spec, size_t ncalls,
         calls[i].argv = script < 0 ? (const char *const[]){"PING", "fz"} : args;
         calls[i].argvlen = NULL;
     }
-    b = (redlock__batch){0, calls, ncalls, redlock__now_ns() + 200 * REDLOCK__NS_PER_MS, 0};
+    b = (redlock__batch){.calls = calls, .ncalls = ncalls,
+                         .deadline_ns = redlock__now_ns() + 200 * REDLOCK__NS_PER_MS};
     require(redlock__fanout_conns(conn, &b, 1, 200, &failures, on_reply, &s) == REDLOCK_OK,
             "fan-out failed");
     require(s.stopped ? s.calls == stop_after : s.calls == ncalls,

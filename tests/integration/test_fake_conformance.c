@@ -182,7 +182,8 @@ static redisReply *via_fake(fake *f, const step *s)
 {
     redlock__transport tp = fake_transport(f);
     redlock__call call = {s->script, s->nkeys, s->argc, s->argv, NULL};
-    redlock__batch b = {0, &call, 1, tp.ops->now_ns(tp.ctx) + 1000000000LL, 0};
+    redlock__batch b = {.calls = &call, .ncalls = 1,
+                        .deadline_ns = tp.ops->now_ns(tp.ctx) + 1000000000LL};
     captured c = {NULL, 0};
 
     tp.ops->fanout(tp.ctx, &b, 1, on_reply, &c);

@@ -13,13 +13,33 @@ void redlock__plan_free(redlock__plan *p)
 
     for (i = 0; p->owned && i < p->n; i++)
         free(p->owned[i]);
-    free(p->owned);
-    free(p->calls);
-    free(p->member);
-    free(p->batch_start);
-    free(p->batches);
-    free(p->argv);
+    free(p->block);
     memset(p, 0, sizeof(*p));
+}
+
+/* Every array of a plan in one allocation: a lock cycle makes several
+ * plans, and each used to cost six. Each part's size is a multiple of 8,
+ * so every part stays aligned for pointers and 64-bit fields. */
+static int plan_alloc(redlock__plan *p, size_t count)
+{
+    size_t c = count ? count : 1;
+    size_t calls = c * sizeof(*p->calls), batches = c * sizeof(*p->batches);
+    size_t member = c * sizeof(size_t), starts = c * sizeof(size_t);
+    size_t argv = c * REDLOCK__MAX_CALL_ARGS * sizeof(char *), owned = c * sizeof(char *);
+    char *b = calloc(1, calls + batches + member + starts + argv + owned);
+
+    _Static_assert(sizeof(redlock__call) % 8 == 0 && sizeof(redlock__batch) % 8 == 0,
+                   "plan parts keep their alignment");
+    if (!b)
+        return -1;
+    p->block = b;
+    p->calls = (redlock__call *)b;
+    p->batches = (redlock__batch *)(b + calls);
+    p->member = (size_t *)(b + calls + batches);
+    p->batch_start = (size_t *)(b + calls + batches + member);
+    p->argv = (const char **)(b + calls + batches + member + starts);
+    p->owned = (char **)(b + calls + batches + member + starts + argv);
+    return 0;
 }
 
 int redlock__plan_build(redlock__plan *p, const redlock_lock *l,
@@ -31,18 +51,9 @@ int redlock__plan_build(redlock__plan *p, const redlock_lock *l,
     memset(p, 0, sizeof(*p));
     for (m = 0; m < l->n; m++)
         count += !include || include[m];
-    p->n = count;
-    p->calls = calloc(count ? count : 1, sizeof(*p->calls));
-    p->member = calloc(count ? count : 1, sizeof(size_t));
-    p->batch_start = calloc(count ? count : 1, sizeof(size_t));
-    p->batches = calloc(count ? count : 1, sizeof(*p->batches));
-    p->argv = calloc((count ? count : 1) * REDLOCK__MAX_CALL_ARGS, sizeof(char *));
-    p->owned = calloc(count ? count : 1, sizeof(char *));
-    if (!p->calls || !p->member || !p->batch_start || !p->batches || !p->argv ||
-        !p->owned) {
-        redlock__plan_free(p);
+    if (plan_alloc(p, count) != 0)
         return redlock__fail(REDLOCK_ENOMEM, "out of memory");
-    }
+    p->n = count;
     /* Group by node so each node gets one pipelined batch, even when a
      * MultiLock puts several names on it. */
     for (node = 0; node < l->client->n_nodes; node++) {

@@ -8,6 +8,7 @@
 
 
 typedef struct redlock__plan {
+    void *block;               /* the one allocation behind every array */
     size_t n;                  /* calls */
     redlock__call *calls;      /* grouped by node */
     size_t *member;            /* member index of each call */

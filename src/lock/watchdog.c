@@ -87,7 +87,7 @@ void redlock__watchdog_add(redlock_lock *l)
 
     pthread_mutex_lock(&wd->mu);
     if (!l->wd_listed) {
-        l->wd_listed = 1;
+        __atomic_store_n(&l->wd_listed, 1, __ATOMIC_RELEASE);
         l->wd_next = wd->holds;
         wd->holds = l;
     }
@@ -105,7 +105,7 @@ static void unlist(redlock__watchdog *wd, redlock_lock *l)
         pp = &(*pp)->wd_next;
     if (*pp)
         *pp = l->wd_next;
-    l->wd_listed = 0;
+    __atomic_store_n(&l->wd_listed, 0, __ATOMIC_RELEASE);
     l->wd_next = NULL;
 }
 
@@ -119,6 +119,13 @@ void redlock__watchdog_remove(redlock_lock *l)
 {
     redlock__watchdog *wd = &l->client->wd;
 
+    /* A fixed-lease hold is neither listed nor pinned: its release does not
+     * take the client-wide mutex a tick holds while it walks every hold.
+     * Only this handle's own acquire lists it, which cannot race the
+     * release of the hold it holds; a tick pins only listed holds. */
+    if (!__atomic_load_n(&l->wd_listed, __ATOMIC_ACQUIRE) &&
+        !__atomic_load_n(&l->wd_pins, __ATOMIC_ACQUIRE))
+        return;
     pthread_mutex_lock(&wd->mu);
     unlist(wd, l);
     /* A tick in flight may still restore a member of this lock; the

@@ -165,13 +165,13 @@ size_t redlock__facts_format(char *out, size_t cap, const redlock_holder_facts *
     writer w = {out, cap, 0};
     char num[24];
 
-    put_field(&w, "v", FACTS_VERSION, sizeof(FACTS_VERSION));
+    put_field(&w, "v", FACTS_VERSION, sizeof(FACTS_VERSION) - 1);
     put_field(&w, "owner", f->owner, sizeof(f->owner) - 1);
     put_field(&w, "host", f->host, sizeof(f->host) - 1);
     redlock__fmt_i64(num, sizeof(num), f->pid);
-    put_field(&w, "pid", num, sizeof(num));
+    put_field(&w, "pid", num, sizeof(num) - 1);
     redlock__fmt_i64(num, sizeof(num), f->since_ms);
-    put_field(&w, "since_ms", num, sizeof(num));
+    put_field(&w, "since_ms", num, sizeof(num) - 1);
     put_field(&w, "command", f->command, REDLOCK__FACTS_COMMAND_MAX);
     if (cap)
         out[w.len < cap ? w.len : cap - 1] = '\0';

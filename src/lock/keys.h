@@ -12,7 +12,9 @@ typedef enum redlock__key_kind {
     REDLOCK__KEY_LATCH_PREFIX = 1, /* "redlock_latch:{NAME}:" */
     REDLOCK__KEY_TOKEN,            /* "redisson_lock_token:{NAME}" */
     REDLOCK__KEY_CHANNEL,          /* "redisson_lock__channel:{NAME}" */
-    REDLOCK__KEY_GEN,              /* "redlock_gen:{NAME}" */
+    REDLOCK__KEY_GEN,              /* "redlock_gen:{NAME}": 0.1's generations,
+                                    * no longer written; its prefix stays
+                                    * reserved for a 0.1 client's sake */
     REDLOCK__KEY_FACTS             /* "redlock_facts:{NAME}" (facts.c) */
 } redlock__key_kind;
 
@@ -30,8 +32,8 @@ const char *redlock__reserved_prefix(const char *name);
  * reserved prefix (see redlock_lock_new in the public header). */
 int redlock__check_name(const char *name);
 
-/* "<latch prefix><request id>": a latch key unique to one request
- * (malloc'd; NULL when out of memory). */
+/* "<latch prefix><request id>": a request's cancel mark (acquire.lua),
+ * unique to that request (malloc'd; NULL when out of memory). */
 char *redlock__latch_key(const struct redlock__lock_member *m, const char *request_id);
 
 #endif

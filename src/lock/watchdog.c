@@ -45,6 +45,7 @@ typedef struct held {
     int64_t validity_end_ns;
     int64_t acquired_ns;
     int64_t lag_ns;               /* how late the tick came for it */
+    int free_later;               /* an on_lost callback freed it meanwhile */
     int genuine, other, vanished, failed;
     int facts;                    /* keep its holder facts alive too */
     unsigned char *member_answer; /* renew_answer per member */
@@ -548,6 +549,11 @@ void redlock__watchdog_tick(redlock_client *c)
                                  now);
     t.pending = NULL;
     log_tick(c, &t, left, now - t_tick);
+    /* Read while still pinned: once unpinned, a handle not freed from a
+     * callback may be freed by its owner at any moment (its release does
+     * not wait for the mutex when nothing pins it). */
+    for (i = 0; i < t.n_held; i++)
+        t.held[i].free_later = t.held[i].l->wd_free_later;
     pthread_mutex_lock(&c->wd.mu);
     for (i = 0; i < t.n_held; i++)
         __atomic_sub_fetch(&t.held[i].l->wd_pins, 1, __ATOMIC_RELEASE);
@@ -556,7 +562,7 @@ void redlock__watchdog_tick(redlock_client *c)
     /* Only this tick pinned them (one tick at a time), so they are free
      * of every tick now. */
     for (i = 0; i < t.n_held; i++)
-        if (t.held[i].l->wd_free_later)
+        if (t.held[i].free_later)
             redlock__hold_free_handle(t.held[i].l);
     tick_free(&t);
     in_tick = 0;

@@ -20,8 +20,9 @@
  *
  * Checked:
  *   - redlock_lock_new refuses with REDLOCK_EINVAL exactly the names that
- *     are empty or start with "redlock_gen:{", "redlock_latch:{" or
- *     "redisson_lock_token:{" (spelled out here, so a change to the
+ *     are empty or start with "redlock_gen:{", "redlock_latch:{",
+ *     "redlock_facts:{" or "redisson_lock_token:{" (spelled out here, so a
+ *     change to the
  *     library's list must be made on purpose), and redlock__reserved_prefix
  *     agrees;
  *   - every key of an accepted name has its documented form (the token key
@@ -43,9 +44,9 @@
 
 #define MAX_NAME 4096
 #define ID_LEN 32
-#define N_ROLES 4 /* name, latch, token, generations: the keys */
+#define N_ROLES 5 /* name, latch, token, generations, holder facts: the keys */
 
-static const char *const reserved[] = {"redlock_gen:{", "redlock_latch:{",
+static const char *const reserved[] = {"redlock_gen:{", "redlock_latch:{", "redlock_facts:{",
                                        "redisson_lock_token:{"};
 
 static void require(int ok, const char *what, const char *a, const char *b)
@@ -135,6 +136,7 @@ static void derive(const redlock__lock_member *m, const char *name, const char *
     out->k[1] = joined(redlock__key(m, REDLOCK__KEY_LATCH_PREFIX), id, "");
     out->k[2] = joined(redlock__key(m, REDLOCK__KEY_TOKEN), "", "");
     out->k[3] = joined(redlock__key(m, REDLOCK__KEY_GEN), "", "");
+    out->k[4] = joined(redlock__key(m, REDLOCK__KEY_FACTS), "", "");
     out->channel = joined(redlock__key(m, REDLOCK__KEY_CHANNEL), "", "");
 
     want = joined("redlock_latch:{", name, "}:");
@@ -147,6 +149,9 @@ static void derive(const redlock__lock_member *m, const char *name, const char *
     free(want);
     want = joined("redlock_gen:{", name, "}");
     require(strcmp(out->k[3], want) == 0, "generation key form", out->k[3], name);
+    free(want);
+    want = joined("redlock_facts:{", name, "}");
+    require(strcmp(out->k[4], want) == 0, "holder facts key form", out->k[4], name);
     free(want);
     want = joined("redisson_lock__channel:{", name, "}");
     require(strcmp(out->channel, want) == 0, "channel not Redisson's", out->channel, name);

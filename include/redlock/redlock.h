@@ -242,7 +242,12 @@ REDLOCK_EXTERN void redlock_client_free(redlock_client *client);
  * the answers. What a silent node has not answered by then stays queued on
  * its connection, in order, so the node still applies it when it wakes,
  * as long as the process lives (and the kernel delivers what was written
- * after it exits). redlock_client_free() calls this with flush_timeout_ms.
+ * after it exits). Releases sent by an unlock that returned at a quorum
+ * are not written again: the call waits for their answers; one whose
+ * connection closed before the answer came is written once more within
+ * the same timeout. When redlock_client_free() closes the connections,
+ * what is still unanswered there stays with the node (it applies what it
+ * had received). redlock_client_free() calls this with flush_timeout_ms.
  * Returns REDLOCK_OK when nothing is owed any more, REDLOCK_ETIMEOUT if some
  * calls are still unanswered, REDLOCK_EINVAL. Thread-safe.
  */
@@ -432,14 +437,30 @@ REDLOCK_EXTERN int redlock_try_lock_for(redlock_lock *lock, int64_t wait_ms,
 /*
  * Drops one hold of owner. When the count reaches zero the lock is deleted
  * on every member, a release message is published and the watchdog stops
- * renewing it before the release is sent. Members that do not answer within
- * the node timeout are released in the background until the lease could
- * have expired on them, so this never hangs on a dead node. A member whose
- * node is silent (its last request timed out) is not waited for at all: its
- * release goes straight to the background, which probes the node with
- * PINGs (100 ms doubling to 800 ms) and sends everything owed, once, when
- * it answers. A release that reaches a node before a late acquire of the
- * same hold leaves a tombstone there, so that acquire cannot grant.
+ * renewing it before the release is sent.
+ *
+ * The last hold's release returns as soon as a quorum of members confirmed
+ * it (MultiLock, whose quorum is every member: all of them), or when the
+ * node timeout ends the wait. The other members' releases have been sent
+ * by then and are not waited for: a reply that arrives later is read on a
+ * later call (or by the watchdog thread), and a release whose connection
+ * closes before its answer came is sent again in the background. Releases
+ * that get no answer within the node timeout are also released in the
+ * background, until the lease could have expired on them, so this never
+ * hangs on a dead node. A member whose node is silent (its last request
+ * timed out) is not waited for at all: its release goes straight to the
+ * background, which probes the node with PINGs (100 ms doubling to
+ * 800 ms) and sends everything owed, once, when it answers. A release that
+ * reaches a node before a late acquire of the same hold leaves a tombstone
+ * there, so that acquire cannot grant. Releasing an inner (re-entered) hold
+ * waits for every member within the node timeout.
+ *
+ * REDLOCK_OK means: this handle no longer holds the lock, and at least one
+ * member that held it confirmed the release (for the last hold, normally a
+ * quorum: the lock can be acquired by others at once); members that had
+ * not answered are released in the background as described. It does not
+ * mean every member has already dropped the key; redlock_client_flush()
+ * waits for that.
  *
  * Returns REDLOCK_OK, REDLOCK_ENOT_OWNER (owner does not hold it: never a
  * silent success), REDLOCK_ELOST (the hold was lost before; the lost state

@@ -99,6 +99,16 @@ static int observe(void *ud, size_t batch, size_t call, int err, const char *msg
     observed *o = ud;
     size_t node = o->batches[batch].node;
 
+    /* A call left in flight says nothing of its node: it was written to a
+     * live connection and simply not waited for. Unless the node did not
+     * even take it: then it is silent, and the next releases go to the
+     * background's probes instead of piling up in its socket. */
+    if (err == REDLOCK__IN_FLIGHT_BLOCKED) {
+        redlock__node_went_silent(o->c, node);
+        err = REDLOCK__IN_FLIGHT;
+    }
+    if (err == REDLOCK__IN_FLIGHT)
+        return o->fn(o->ud, batch, call, err, msg, r);
     if (err == REDLOCK_ETIMEOUT) {
         redlock__node_went_silent(o->c, node);
     } else if (!err) {
@@ -118,6 +128,17 @@ static int observe(void *ud, size_t batch, size_t call, int err, const char *msg
              redlock__refuses_for_good(redlock__server_error_code(r->str)))
         warn_refusal(o->c, node, redlock__server_error_code(r->str), r->str);
     return o->fn(o->ud, batch, call, err, msg, r);
+}
+
+void redlock__ledger_settled(void *ud, uint64_t token, int delivered, const char *error)
+{
+    redlock_client *c = ud;
+    size_t node = redlock__retry_settle_token(&c->retry, token, delivered);
+
+    /* A refusal nobody waited for must still be heard of, once. */
+    if (error && node < REDLOCK__MAX_NODES &&
+        redlock__refuses_for_good(redlock__server_error_code(error)))
+        warn_refusal(c, node, redlock__server_error_code(error), error);
 }
 
 int redlock__fanout(redlock_client *c, const redlock__batch *batches, size_t n,

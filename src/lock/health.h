@@ -16,5 +16,9 @@ int redlock__refuses_for_good(int err);
 void redlock__node_went_silent(redlock_client *c, size_t node);
 /* Nonzero while node's last request timed out and nothing came since. */
 int redlock__node_silent(const redlock_client *c, size_t node);
+/* The transport's settle hook (ud is the client): settles the parked
+ * release of token in the background queue, and warns of a refusal in
+ * its error reply as any answer would. */
+void redlock__ledger_settled(void *ud, uint64_t token, int delivered, const char *error);
 
 #endif

@@ -202,8 +202,10 @@ static void snapshot(redlock_lock *l, uint64_t owner, unlock_snapshot *s)
                         : now + s->lease_ms * REDLOCK__NS_PER_MS;
 }
 
-/* Sends the release (and, after a last release that some member only
- * decremented, a drop-all there); fills the tally. */
+/* Sends the release; fills the tally. The last hold's release drops our
+ * field whatever its count (a member the watchdog restored may count
+ * differently) and returns once a quorum released it: the other members'
+ * calls are already written and settle in the background (retry.h). */
 static int release(redlock_lock *l, uint64_t owner, unlock_snapshot *s,
                    redlock__unlock_tally *t)
 {
@@ -225,22 +227,14 @@ static int release(redlock_lock *l, uint64_t owner, unlock_snapshot *s,
     pthread_mutex_unlock(&l->mu);
     redlock__owner_field(c, owner, field, sizeof(field));
     rc = redlock__release_members(l, field, s->ours ? (const redlock__gens *)s->gens : NULL,
-                                  s->lease_ms, 0, s->give_up_ns, &t->released,
-                                  &t->decremented, &t->not_held);
+                                  s->lease_ms, s->final, s->final, s->give_up_ns,
+                                  &t->released, &t->decremented, &t->not_held);
     if (rc)
         return rc;
     pthread_mutex_lock(&l->mu);
     if (s->ours && l->state == REDLOCK__HELD && l->owner == owner && --l->count == 0)
         l->state = REDLOCK__FREE;
     pthread_mutex_unlock(&l->mu);
-    if (s->final && t->decremented > 0) {
-        /* A member that was re-acquired by the watchdog has a lower count
-         * than the others... or a higher one here: drop our field there. */
-        int a = 0, b = 0, d = 0;
-
-        redlock__release_members(l, field, (const redlock__gens *)s->gens, s->lease_ms, 1,
-                                 s->give_up_ns, &a, &b, &d);
-    }
     return REDLOCK_OK;
 }
 

@@ -78,11 +78,10 @@ int redlock__plan_build(redlock__plan *p, const redlock_lock *l,
         }
         if (k > first) {
             p->batch_start[p->nb] = first;
-            p->batches[p->nb].node = node;
-            p->batches[p->nb].calls = &p->calls[first];
-            p->batches[p->nb].ncalls = k - first;
-            p->batches[p->nb].deadline_ns = deadline_ns;
-            p->nb++;
+            p->batches[p->nb++] = (redlock__batch){.node = node,
+                                                   .calls = &p->calls[first],
+                                                   .ncalls = k - first,
+                                                   .deadline_ns = deadline_ns};
         }
     }
     return REDLOCK_OK;

@@ -43,6 +43,9 @@ typedef struct simple_ctx {
     redlock_member_report *rep;
     int stop_at;                /* > 0: end once this many confirm (or cannot) */
     int pending;                /* calls not answered yet, with stop_at */
+    int release_at;             /* > 0: end once this many released */
+    int parked;                 /* calls left in flight (release_at) */
+    int64_t give_up_ns;         /* for parked calls */
 } simple_ctx;
 
 /* How a member answered a release, an abort or a fence store. */
@@ -50,7 +53,8 @@ typedef enum simple_answer {
     SIMPLE_NONE = 0,            /* not heard from */
     SIMPLE_DONE,                /* our hold changed */
     SIMPLE_FAILED,              /* no definitive answer: retried */
-    SIMPLE_OTHER                /* another hold (or count) remains */
+    SIMPLE_OTHER,               /* another hold (or count) remains */
+    SIMPLE_PARKED               /* sent, answer not awaited: parked */
 } simple_answer;
 
 /* Abort and release share their keys and first arguments; a release adds
@@ -115,6 +119,20 @@ static int on_simple_reply(void *ud, size_t batch, size_t call, int err,
     redlock_member_report *rep = s->rep ? &s->rep[m] : NULL;
     redlock__script_reply sr;
 
+    if (err == REDLOCK__IN_FLIGHT) {
+        /* Written to a live connection after the quorum released: not
+         * sent again unless the transport says it was lost. (Neither a
+         * reply nor a failure: the member's report stays "not heard".) */
+        const redlock__call *k = &s->plan->calls[s->plan->batch_start[batch] + call];
+        redlock_client *c = s->l->client;
+
+        redlock__retry_park(&c->retry, c->tp.ops->now_ns(c->tp.ctx), s->l->members[m].node,
+                            k->script, k->nkeys, k->argc, k->argv, s->give_up_ns,
+                            s->plan->batches[batch].tokens[call]);
+        s->answered[m] = SIMPLE_PARKED;
+        s->parked++;
+        return 0;
+    }
     if (err) {
         sr.kind = REDLOCK__REPLY_ERROR;
         sr.err = err;
@@ -150,6 +168,8 @@ static int on_simple_reply(void *ud, size_t batch, size_t call, int err,
                                                               : REDLOCK_MEMBER_GRANTED;
         }
     s->pending--;
+    if (s->release_at > 0)
+        return s->ok >= s->release_at;
     return s->stop_at > 0 && redlock__fanout_settled(s->ok, s->pending, s->stop_at);
 }
 
@@ -163,7 +183,8 @@ static size_t defer_unanswered(redlock_lock *l, const redlock__plan *p,
     for (k = 0; k < p->n; k++) {
         size_t m = p->member[k];
 
-        if (answered[m] == SIMPLE_DONE || answered[m] == SIMPLE_OTHER)
+        if (answered[m] == SIMPLE_DONE || answered[m] == SIMPLE_OTHER ||
+            answered[m] == SIMPLE_PARKED)
             continue;
         redlock__retry_queue(&l->client->retry, l->client->tp.ops->now_ns(l->client->tp.ctx),
                              l->members[m].node, p->calls[k].script, p->calls[k].nkeys,
@@ -309,8 +330,31 @@ out:
 }
 
 
+/*
+ * A release that settles at quorum stops once that many members released;
+ * the others' calls are already written. Each batch reports what it left
+ * in flight, under a token per call, so those are parked in the background
+ * queue instead of being sent twice (retry.h).
+ */
+static uint64_t *settle_at_quorum(redlock_lock *l, simple_ctx *s, redlock__plan *p)
+{
+    uint64_t *tokens = calloc(p->n ? p->n : 1, sizeof(*tokens));
+    size_t k, b;
+
+    if (!tokens)
+        return NULL; /* waits for every member, as before */
+    for (k = 0; k < p->n; k++)
+        tokens[k] = redlock__retry_token(&l->client->retry);
+    for (b = 0; b < p->nb; b++) {
+        p->batches[b].report_in_flight = 1;
+        p->batches[b].tokens = &tokens[p->batch_start[b]];
+    }
+    s->release_at = l->quorum;
+    return tokens;
+}
+
 int redlock__release_members(redlock_lock *l, const char *field, const redlock__gens *gens,
-                             int64_t lease_ms, int drop_all, int64_t give_up_ns,
+                             int64_t lease_ms, int drop_all, int at_quorum, int64_t give_up_ns,
                              int *released, int *decremented, int *not_held)
 {
     redlock_client *c = l->client;
@@ -318,6 +362,7 @@ int redlock__release_members(redlock_lock *l, const char *field, const redlock__
     redlock__plan p;
     char request_id[33];
     int64_t now = c->tp.ops->now_ns(c->tp.ctx);
+    uint64_t *tokens = NULL;
     size_t m, deferred;
     int rc;
 
@@ -347,15 +392,19 @@ int redlock__release_members(redlock_lock *l, const char *field, const redlock__
         return rc;
     }
     s.plan = &p;
+    s.give_up_ns = give_up_ns;
     make_strict(&p);
+    if (at_quorum)
+        tokens = settle_at_quorum(l, &s, &p);
     redlock__fanout(c, p.batches, leave_silent_to_background(c, &p, s.rep), on_simple_reply, &s);
     deferred = defer_unanswered(l, &p, s.answered, give_up_ns);
     redlock__stat_add(&c->stats.background_releases, deferred);
     redlock__log(c, REDLOCK_LOG_DEBUG,
                  "lock '%.200s' release: %d released, %d still held (re-entered), %d not held, "
-                 "%zu left to the background",
-                 l->members[0].name, s.ok, s.other, s.not_held, deferred);
+                 "%d in flight, %zu left to the background",
+                 l->members[0].name, s.ok, s.other, s.not_held, s.parked, deferred);
     redlock__plan_free(&p);
+    free(tokens);
     free(s.answered);
     free(s.gens);
     *released = s.ok;

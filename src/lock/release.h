@@ -24,9 +24,12 @@ int redlock__fence_store(redlock_lock *l, const char *field, uint64_t token,
 /* Releases one hold on every member; drop_all drops every hold of field.
  * gens holds, per member, the generations the hold may have there (NULL:
  * unknown, any hold of field is released). *released gets members that released,
- * *decremented those that answered "still held". */
+ * *decremented those that answered "still held". With at_quorum, returns
+ * once a quorum released: the calls still in flight are parked in the
+ * background queue until the transport settles them (retry.h); calls that
+ * did not go out are queued there as usual. */
 int redlock__release_members(redlock_lock *l, const char *field, const redlock__gens *gens,
-                             int64_t lease_ms, int drop_all, int64_t give_up_ns,
+                             int64_t lease_ms, int drop_all, int at_quorum, int64_t give_up_ns,
                              int *released, int *decremented, int *not_held);
 
 #endif

@@ -50,19 +50,18 @@ void redlock__retry_destroy(redlock__retry *r)
     pthread_mutex_destroy(&r->mu);
 }
 
-void redlock__retry_queue(redlock__retry *r, int64_t now, size_t node, int script, int nkeys,
-                          int argc, const char *const *argv, int64_t give_up_ns)
+static redlock__pending *new_pending(redlock__retry *r, int64_t now, size_t node, int script,
+                                     int nkeys, int argc, const char *const *argv,
+                                     int64_t give_up_ns)
 {
-    void (*wake)(void *);
-    void *wake_ud;
     redlock__pending *p;
     int i;
 
     if (argc > REDLOCK__MAX_CALL_ARGS || node >= REDLOCK__RETRY_MAX_NODES || !r->enabled)
-        return;
+        return NULL;
     p = calloc(1, sizeof(*p));
     if (!p)
-        return;
+        return NULL;
     p->node = node;
     p->script = script;
     p->nkeys = nkeys;
@@ -74,9 +73,21 @@ void redlock__retry_queue(redlock__retry *r, int64_t now, size_t node, int scrip
         if (!p->argv[i]) {
             p->argc = i;
             free_pending(p);
-            return;
+            return NULL;
         }
     }
+    return p;
+}
+
+void redlock__retry_queue(redlock__retry *r, int64_t now, size_t node, int script, int nkeys,
+                          int argc, const char *const *argv, int64_t give_up_ns)
+{
+    void (*wake)(void *);
+    void *wake_ud;
+    redlock__pending *p = new_pending(r, now, node, script, nkeys, argc, argv, give_up_ns);
+
+    if (!p)
+        return;
     pthread_mutex_lock(&r->mu);
     p->next = r->pending;
     r->pending = p;
@@ -85,6 +96,87 @@ void redlock__retry_queue(redlock__retry *r, int64_t now, size_t node, int scrip
     pthread_mutex_unlock(&r->mu);
     if (wake)
         wake(wake_ud);
+}
+
+uint64_t redlock__retry_token(redlock__retry *r)
+{
+    return __atomic_add_fetch(&r->next_token, 1, __ATOMIC_RELAXED);
+}
+
+void redlock__retry_park(redlock__retry *r, int64_t now, size_t node, int script, int nkeys,
+                         int argc, const char *const *argv, int64_t give_up_ns,
+                         uint64_t token)
+{
+    redlock__pending *p = new_pending(r, now, node, script, nkeys, argc, argv, give_up_ns);
+    void (*wake)(void *);
+    void *wake_ud;
+
+    /* Out of memory: the call is still in flight, only its loss would go
+     * unnoticed, as for any call nobody waits for. */
+    if (!p)
+        return;
+    p->token = token;
+    p->parked = 1;
+    pthread_mutex_lock(&r->mu);
+    p->next = r->pending;
+    r->pending = p;
+    __atomic_add_fetch(&r->nparked, 1, __ATOMIC_RELAXED);
+    wake = r->wake;
+    wake_ud = r->wake_ud;
+    pthread_mutex_unlock(&r->mu);
+    /* The sender drains its connection from now on (a reset is noticed
+     * within a tick, not at the connection's next use). */
+    if (wake)
+        wake(wake_ud);
+}
+
+size_t redlock__retry_settle_token(redlock__retry *r, uint64_t token, int delivered)
+{
+    redlock__pending **pp, *found = NULL;
+    void (*wake)(void *) = NULL;
+    void *wake_ud = NULL;
+    size_t node = SIZE_MAX;
+
+    if (!r->enabled)
+        return node;
+    pthread_mutex_lock(&r->mu);
+    for (pp = &r->pending; *pp; pp = &(*pp)->next)
+        if ((*pp)->parked && (*pp)->token == token) {
+            found = *pp;
+            break;
+        }
+    if (found) {
+        node = found->node;
+        __atomic_sub_fetch(&r->nparked, 1, __ATOMIC_RELAXED);
+        if (delivered) {
+            *pp = found->next;
+        } else {
+            /* Maybe never read by the node: owed like any unanswered call,
+             * due at its next drain time (parked calls fall due every
+             * PENDING_RETRY_MS), then with the node's back-off. */
+            found->parked = 0;
+            __atomic_add_fetch(&r->lost, 1, __ATOMIC_RELAXED);
+            wake = r->wake;
+            wake_ud = r->wake_ud;
+            found = NULL;
+        }
+    }
+    pthread_mutex_unlock(&r->mu);
+    if (found)
+        free_pending(found);
+    if (wake)
+        wake(wake_ud);
+    return node;
+}
+
+size_t redlock__retry_parked(redlock__retry *r)
+{
+    return __atomic_load_n(&r->nparked, __ATOMIC_RELAXED);
+}
+
+uint64_t redlock__retry_lost(redlock__retry *r)
+{
+    return __atomic_load_n(&r->lost, __ATOMIC_RELAXED);
 }
 
 size_t redlock__retry_take(redlock__retry *r, int64_t now, int all,
@@ -109,7 +201,15 @@ size_t redlock__retry_take(redlock__retry *r, int64_t now, int all,
         if (now >= p->give_up_ns) {
             /* The lease could have run out there: nothing left to undo. */
             *pp = p->next;
+            if (p->parked)
+                __atomic_sub_fetch(&r->nparked, 1, __ATOMIC_RELAXED);
             free_pending(p);
+            continue;
+        }
+        if (p->parked) {
+            if (p->next_try_ns <= now)
+                p->next_try_ns = now + PENDING_RETRY_MS * REDLOCK__NS_PER_MS;
+            pp = &p->next;
             continue;
         }
         if (!all && probe_only) {
@@ -176,7 +276,7 @@ size_t redlock__retry_settle(redlock__retry *r, redlock__pending *taken,
         left++;
     }
     for (p = r->pending; p; p = p->next)
-        if (p->next_try_ns < r->next_try_ns[p->node])
+        if (!p->parked && p->next_try_ns < r->next_try_ns[p->node])
             p->next_try_ns = r->next_try_ns[p->node];
     pthread_mutex_unlock(&r->mu);
     return left;
@@ -209,8 +309,9 @@ int64_t redlock__retry_next_due(redlock__retry *r)
 
     pthread_mutex_lock(&r->mu);
     for (p = r->pending; p; p = p->next) {
-        int64_t due = p->next_try_ns > r->next_try_ns[p->node] ? p->next_try_ns
-                                                               : r->next_try_ns[p->node];
+        int64_t due = p->next_try_ns > r->next_try_ns[p->node] || p->parked
+                          ? p->next_try_ns
+                          : r->next_try_ns[p->node];
         if (due < next)
             next = due;
     }

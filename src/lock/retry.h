@@ -24,6 +24,12 @@ typedef struct redlock__pending {
     char *argv[REDLOCK__MAX_CALL_ARGS];
     int64_t give_up_ns;
     int64_t next_try_ns;
+    /* Parked: written to a live connection by a fan-out that did not wait
+     * for the answer (a release settled at quorum). Not sent: kept until
+     * the transport settles `token` (delivered: dropped; lost: an ordinary
+     * pending call) or the give-up time passes. */
+    uint64_t token;
+    int parked;
 } redlock__pending;
 
 typedef struct redlock__retry {
@@ -33,6 +39,9 @@ typedef struct redlock__retry {
     int backoff_ms[REDLOCK__RETRY_MAX_NODES];
     int64_t next_try_ns[REDLOCK__RETRY_MAX_NODES];
     int enabled;
+    size_t nparked;                 /* parked calls; read atomically too */
+    uint64_t next_token;            /* atomic */
+    uint64_t lost;                  /* parked calls settled lost; atomic */
     /* Told (without the mutex) when a call is queued: wakes the sender. */
     void (*wake)(void *ud);
     void *wake_ud;
@@ -47,10 +56,31 @@ void redlock__retry_destroy(redlock__retry *r);
 void redlock__retry_queue(redlock__retry *r, int64_t now, size_t node, int script, int nkeys,
                           int argc, const char *const *argv, int64_t give_up_ns);
 
+/* A fresh nonzero token for a ledger entry. */
+uint64_t redlock__retry_token(redlock__retry *r);
+
+/* Parks a call in flight under token until the transport settles it
+ * (redlock__retry_settle_token) or give_up_ns; the strings are copied. */
+void redlock__retry_park(redlock__retry *r, int64_t now, size_t node, int script, int nkeys,
+                         int argc, const char *const *argv, int64_t give_up_ns,
+                         uint64_t token);
+
+/* Settles the parked call of token (the transport's settle hook, through
+ * health.c): a delivered call is dropped, a lost one becomes owed (due
+ * within PENDING_RETRY_MS, then with the node's back-off). Returns its
+ * node, or SIZE_MAX for an unknown token (given up, or never parked).
+ * Takes the mutex; calls wake. */
+size_t redlock__retry_settle_token(redlock__retry *r, uint64_t token, int delivered);
+
+/* Parked calls not settled yet; how many were ever settled lost. */
+size_t redlock__retry_parked(redlock__retry *r);
+uint64_t redlock__retry_lost(redlock__retry *r);
+
 /*
  * Takes the calls due at now, or every call with all != 0, into *out (a
  * list the caller owns until it settles it); drops calls past their give-up
- * time. A node that did not answer last time (or is silent) gets none of
+ * time. Parked calls are never taken; each falls due every PENDING_RETRY_MS
+ * only so the sender drains their connections (redlock__retry_parked). A node that did not answer last time (or is silent) gets none of
  * its calls: probe[node] (REDLOCK__RETRY_MAX_NODES entries, may be NULL)
  * says a PING should go to it instead, when its back-off allows. Returns
  * how many calls were taken.

@@ -505,6 +505,10 @@ void redlock__watchdog_tick(redlock_client *c)
         return;
     }
     pthread_mutex_unlock(&c->wd.mu);
+    /* Replies to calls left in flight wait in idle connections: read them
+     * (without waiting), so a lost one is owed again within a tick. */
+    if (redlock__retry_parked(&c->retry) && ops->drain)
+        ops->drain(c->tp.ctx, t_tick);
     t.n_pending =
         redlock__retry_take(&c->retry, t_tick, 0, node_silent, c, &t.pending, t.probe);
     for (i = 0; i < t.n_held; i++)
@@ -533,7 +537,7 @@ void redlock__watchdog_tick(redlock_client *c)
             drop_from_list(c, h->l);
             /* Release what is left so others need not wait for the lease. */
             redlock__release_members(h->l, h->field, (const redlock__gens *)gens,
-                                     h->lease_ms, 1,
+                                     h->lease_ms, 1, 0,
                                      now + h->lease_ms * REDLOCK__NS_PER_MS, &a, &b, &d);
             continue;
         }
@@ -569,25 +573,42 @@ void redlock__watchdog_tick(redlock_client *c)
     pthread_mutex_unlock(&c->wd.run_mu);
 }
 
-int redlock__watchdog_flush(redlock_client *c, int timeout_ms)
+/* Sends everything owed, whatever the back-off, and settles it; what a
+ * tick has in flight right now it settles itself. Returns what is left. */
+static size_t flush_pending(redlock_client *c, int64_t now, int64_t deadline)
 {
-    const redlock__transport_ops *ops = c->tp.ops;
-    int64_t now = ops->now_ns(c->tp.ctx);
     size_t left;
     tick t;
 
     memset(&t, 0, sizeof(t));
-    /* Everything owed, whatever the back-off; what a tick has in flight
-     * right now it settles itself. */
     t.n_pending = redlock__retry_take(&c->retry, now, 1, NULL, NULL, &t.pending, NULL);
-    if (t.n_pending > 0 &&
-        build(c, &t, now + (int64_t)timeout_ms * REDLOCK__NS_PER_MS) == 0 && t.nb > 0)
+    if (t.n_pending > 0 && build(c, &t, deadline) == 0 && t.nb > 0)
         redlock__fanout(c, t.batches, t.nb, on_tick_reply, &t);
     left = t.pending && t.pending_done
                ? redlock__retry_settle(&c->retry, t.pending, t.pending_done, NULL, NULL,
-                                       ops->now_ns(c->tp.ctx))
+                                       c->tp.ops->now_ns(c->tp.ctx))
                : t.n_pending;
     tick_free(&t);
+    return left;
+}
+
+/* The owed calls go first; then the calls left in flight wait for their
+ * answers. One whose connection closed first is owed: sent in what time
+ * remains (with what the first round left, but only then). */
+int redlock__watchdog_flush(redlock_client *c, int timeout_ms)
+{
+    const redlock__transport_ops *ops = c->tp.ops;
+    int64_t now = ops->now_ns(c->tp.ctx);
+    int64_t deadline = now + (int64_t)timeout_ms * REDLOCK__NS_PER_MS;
+    size_t left = flush_pending(c, now, deadline);
+    uint64_t lost = redlock__retry_lost(&c->retry);
+
+    if (redlock__retry_parked(&c->retry) && ops->drain) {
+        ops->drain(c->tp.ctx, deadline);
+        if (redlock__retry_lost(&c->retry) != lost && ops->now_ns(c->tp.ctx) < deadline)
+            left = flush_pending(c, ops->now_ns(c->tp.ctx), deadline);
+    }
+    left += redlock__retry_parked(&c->retry);
     if (left)
         return redlock__fail(REDLOCK_ETIMEOUT, "%zu calls still unanswered after %d ms", left,
                              timeout_ms);

@@ -9,6 +9,7 @@
 
 #include "core/error.h"
 #include "core/util.h"
+#include "lock/health.h"
 #include "lock/internal.h"
 #include "lock/retry.h"
 #include "lock/watchdog.h"
@@ -85,6 +86,9 @@ int redlock__watchdog_start(redlock_client *c)
     pthread_cond_init(&wd->cond, &ca);
     pthread_condattr_destroy(&ca);
     redlock__retry_init(&c->retry, wake_watchdog, wd);
+    /* The transport settles the calls releases leave in flight here. */
+    if (c->tp.ops->set_settle)
+        c->tp.ops->set_settle(c->tp.ctx, redlock__ledger_settled, c);
     if (pthread_create(&wd->thread, NULL, watchdog_main, c) != 0) {
         redlock__retry_destroy(&c->retry);
         pthread_mutex_destroy(&wd->mu);

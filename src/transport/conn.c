@@ -30,12 +30,6 @@
 #include "transport/transport.h"
 #include "transport/tls.h"
 
-/* Beyond this many abandoned replies a node is hopelessly behind. Closing
- * the connection would cost more than draining them: a frozen node runs
- * what it already read and answers into a reset, losing the rest, so the
- * bound only stops a node that never answers from growing this forever. */
-#define MAX_SKIP (1u << 20)
-
 /* Scripts whose calls must be applied even when nobody waits for the
  * answer (an abort or release to a node that went silent): loaded on every
  * connection before its first command, so a node whose cache was emptied
@@ -53,6 +47,7 @@ void redlock__conn_init(redlock__conn *c, const redlock__node *node)
 
 void redlock__conn_close(redlock__conn *c)
 {
+    redlock__conn_settle_lost(c);
     if (c->ssl) {
         SSL_free(c->ssl);
         c->ssl = NULL;
@@ -580,23 +575,11 @@ int redlock__conn_next_reply(redlock__conn *c, redisReply **out)
             if (c->preload)
                 c->preload--;
             else
-                c->skip--;
+                redlock__conn_skip_one(c, r);
             freeReplyObject(r);
             continue;
         }
         *out = r;
         return 1;
     }
-}
-
-void redlock__conn_abandon(redlock__conn *c, unsigned unanswered)
-{
-    if (unanswered == 0 || c->state == REDLOCK__CONN_CLOSED)
-        return;
-    if (c->state != REDLOCK__CONN_READY || redlock__buf_pending(&c->out) || c->handshake ||
-        c->tls_want_write || c->skip + unanswered > MAX_SKIP) {
-        redlock__conn_close(c);
-        return;
-    }
-    c->skip += unanswered;
 }

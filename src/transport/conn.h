@@ -42,6 +42,19 @@ typedef enum redlock__conn_state {
     REDLOCK__CONN_READY
 } redlock__conn_state;
 
+/* A run of abandoned replies to discard: token 0 for n bare ones, or one
+ * ledger entry (n == 1) whose settlement the hook hears of. */
+typedef struct redlock__skip_run {
+    uint64_t token;
+    unsigned n;
+} redlock__skip_run;
+
+/* Where a connection reports its ledger entries' settlements. */
+typedef struct redlock__settle_hook {
+    void (*fn)(void *ud, uint64_t token, int delivered, const char *error);
+    void *ud;
+} redlock__settle_hook;
+
 typedef struct redlock__conn {
     const redlock__node *node;
     int fd;
@@ -55,6 +68,12 @@ typedef struct redlock__conn {
      * even after a failed AUTH (as the default user) or SELECT (in db 0). */
     redlock__buf held;
     unsigned skip;        /* replies of abandoned requests, to discard */
+    /* The same replies in order, as runs, once a ledger entry is among
+     * them (nruns > 0); skip still counts them all. */
+    redlock__skip_run *runs;
+    size_t run_head, nruns, cap_runs;
+    size_t ledger;        /* ledger entries among them */
+    const redlock__settle_hook *hook; /* NULL: no ledger on this conn */
     unsigned handshake;   /* AUTH/SELECT replies still expected */
     unsigned preload;     /* SCRIPT LOAD replies still expected (conn.c) */
     size_t auth_len;      /* AUTH's bytes at the front of out, to wipe */
@@ -91,9 +110,21 @@ int redlock__conn_next_reply(redlock__conn *c, struct redisReply **reply);
 
 /* Gives up on `unanswered` requests: their replies will be discarded when
  * they arrive. A connection that cannot be reused that way (output not
- * yet written, still connecting, too far behind) is closed instead. */
-void redlock__conn_abandon(redlock__conn *c, unsigned unanswered);
+ * yet written, still connecting, too far behind) is closed instead.
+ * With tokens (one per request, in send order; needs c->hook), each is
+ * kept as a ledger entry: settled "delivered" when its reply arrives,
+ * "lost" if the connection closes first; output not written yet is then
+ * kept too (written by the connection's next user or a drain). Returns 1 when the connection
+ * stays open (the requests are in flight), 0 when it was closed (or out
+ * of memory for the ledger, which closes it too). */
+int redlock__conn_abandon(redlock__conn *c, unsigned unanswered, const uint64_t *tokens);
 
 void redlock__conn_close(redlock__conn *c);
+
+/* skip.c: settles every ledger entry "lost" and empties the ledger (the
+ * connection is closing); discards one abandoned reply, settling its
+ * ledger entry if it has one. */
+void redlock__conn_settle_lost(redlock__conn *c);
+void redlock__conn_skip_one(redlock__conn *c, const struct redisReply *r);
 
 #endif

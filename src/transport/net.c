@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <hiredis/hiredis.h>
 #include <poll.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -76,7 +77,7 @@ static int fail_slot(slot *s, size_t bi, int err, const char *msg,
     s->head = s->tail;
     s->done = 1;
     /* Keeps the reply stream in step (or closes the connection). */
-    redlock__conn_abandon(s->conn, left);
+    redlock__conn_abandon(s->conn, left, NULL);
     return stop;
 }
 
@@ -126,6 +127,36 @@ static int drain_replies(slot *s, size_t bi, redlock__reply_fn fn, void *ud,
             return stop;
     }
     return stop;
+}
+
+/*
+ * The caller stopped with this slot's calls unanswered. Their replies are
+ * discarded when they come; for a batch that asked, each call still on a
+ * live connection becomes a ledger entry and is reported in flight, so
+ * its owner knows it went out and hears later whether it landed.
+ */
+static void abandon_slot(slot *s, size_t bi, redlock__reply_fn fn, void *ud)
+{
+    unsigned left = (unsigned)slot_pending(s);
+    uint64_t inline_tokens[2 * INLINE_CALLS];
+    uint64_t *tokens = NULL;
+    size_t j;
+    /* Output the node has not taken: it is not reading its socket. */
+    int blocked = s->conn->state == REDLOCK__CONN_READY && redlock__buf_pending(&s->conn->out);
+
+    if (s->batch->report_in_flight && s->batch->tokens && left > 0)
+        tokens = left <= 2 * INLINE_CALLS ? inline_tokens : malloc(left * sizeof(*tokens));
+    for (j = 0; tokens && j < left; j++)
+        tokens[j] = s->batch->tokens[s->queue[s->head + j]];
+    /* Without tokens (out of memory) the calls are abandoned as usual and
+     * their owner, hearing nothing, hands them to the background. */
+    if (redlock__conn_abandon(s->conn, left, tokens) && tokens)
+        for (j = 0; j < left; j++)
+            fn(ud, bi, s->queue[s->head + j],
+               blocked ? REDLOCK__IN_FLIGHT_BLOCKED : REDLOCK__IN_FLIGHT, NULL, NULL);
+    if (tokens != inline_tokens)
+        free(tokens);
+    s->head = s->tail;
 }
 
 static int start_slot(slot *s, size_t bi, redlock__reply_fn fn, void *ud,
@@ -271,7 +302,7 @@ int redlock__fanout_conns(redlock__conn *conns, const redlock__batch *batches,
     }
     for (i = 0; i < n; i++) {
         if (!slots[i].done)
-            redlock__conn_abandon(slots[i].conn, (unsigned)slot_pending(&slots[i]));
+            abandon_slot(&slots[i], i, fn, ud);
         free_slot(&slots[i]);
     }
     return REDLOCK_OK;
@@ -288,6 +319,7 @@ int redlock__net_init(redlock__net *net, const redlock__node *nodes, size_t n_no
     if (!net->node_failures)
         return REDLOCK_ENOMEM;
     pthread_mutex_init(&net->mu, NULL);
+    pthread_cond_init(&net->drained, NULL);
     return REDLOCK_OK;
 }
 
@@ -305,6 +337,7 @@ void redlock__net_destroy(redlock__net *net)
         s = next;
     }
     free(net->node_failures);
+    pthread_cond_destroy(&net->drained);
     pthread_mutex_destroy(&net->mu);
     memset(net, 0, sizeof(*net));
 }
@@ -317,6 +350,9 @@ static redlock__connset *checkout(redlock__net *net)
     size_t i;
 
     pthread_mutex_lock(&net->mu);
+    /* A drain round holds the idle sets for a few milliseconds at most. */
+    while (!net->free_sets && net->draining)
+        pthread_cond_wait(&net->drained, &net->mu);
     s = net->free_sets;
     if (s)
         net->free_sets = s->next;
@@ -326,8 +362,10 @@ static redlock__connset *checkout(redlock__net *net)
     s = calloc(1, sizeof(*s) + net->n_nodes * sizeof(redlock__conn));
     if (!s)
         return NULL;
-    for (i = 0; i < net->n_nodes; i++)
+    for (i = 0; i < net->n_nodes; i++) {
         redlock__conn_init(&s->conns[i], &net->nodes[i]);
+        s->conns[i].hook = &net->hook;
+    }
     return s;
 }
 
@@ -384,6 +422,109 @@ static void net_unwatch(void *ctx, void *watch)
         redlock__pubsub_unwatch(net->pubsub, watch);
 }
 
+static void net_set_settle(void *ctx, redlock__settle_fn fn, void *ud)
+{
+    redlock__net *net = ctx;
+
+    net->hook.fn = fn;
+    net->hook.ud = ud;
+}
+
+/* Reads what idle connections received for their ledger entries. An idle
+ * connection has no caller, so any reply beyond its abandoned ones puts the
+ * stream out of step: it is closed (settling the rest "lost"). */
+static void drain_conn(redlock__conn *c)
+{
+    redisReply *r;
+    int got;
+
+    while (c->ledger > 0 && (got = redlock__conn_next_reply(c, &r)) != 0) {
+        if (got > 0) {
+            freeReplyObject(r);
+            redlock__conn_close(c);
+        }
+    }
+}
+
+/* Rounds of at most this long, between which the idle sets go back to
+ * the pool: a fan-out waits for them at most that long. */
+#define DRAIN_ROUND_NS (10 * REDLOCK__NS_PER_MS)
+
+/* One round over the idle sets: returns the ledger entries left, or
+ * SIZE_MAX when another drain is under way. */
+static size_t drain_round(redlock__net *net, int64_t until_ns)
+{
+    redlock__connset *sets, *s, *last = NULL;
+    struct pollfd pfd[MAX_BATCHES];
+    redlock__conn *who[MAX_BATCHES];
+    size_t i, active = 0, left = 0;
+    int64_t now = redlock__now_ns();
+    struct timespec ts;
+    int r;
+
+    pthread_mutex_lock(&net->mu);
+    if (net->draining) {
+        pthread_mutex_unlock(&net->mu);
+        return SIZE_MAX;
+    }
+    sets = net->free_sets;
+    net->free_sets = NULL;
+    net->draining = 1;
+    pthread_mutex_unlock(&net->mu);
+    for (s = sets; s; s = s->next)
+        for (i = 0; i < net->n_nodes && active < MAX_BATCHES; i++)
+            if (s->conns[i].ledger > 0) {
+                pfd[active].fd = s->conns[i].fd;
+                pfd[active].events = redlock__conn_events(&s->conns[i]);
+                pfd[active].revents = 0;
+                who[active++] = &s->conns[i];
+            }
+    if (active > 0) {
+        ts = redlock__timespec(until_ns > now ? until_ns - now : 0);
+        r = ppoll(pfd, active, &ts, NULL);
+        for (i = 0; r > 0 && i < active; i++)
+            if (pfd[i].revents && redlock__conn_io(who[i], pfd[i].revents) == REDLOCK_OK)
+                drain_conn(who[i]);
+    }
+    for (s = sets; s; s = s->next) {
+        for (i = 0; i < net->n_nodes; i++)
+            left += s->conns[i].ledger;
+        last = s;
+    }
+    pthread_mutex_lock(&net->mu);
+    if (last) {
+        last->next = net->free_sets;
+        net->free_sets = sets;
+    }
+    net->draining = 0;
+    pthread_cond_broadcast(&net->drained);
+    pthread_mutex_unlock(&net->mu);
+    return left;
+}
+
+/* The idle sets are borrowed for short rounds: a fan-out that finds the
+ * pool empty meanwhile waits for them (checkout) rather than opening a
+ * set of new connections, which a frozen node would pile up. */
+static size_t net_drain(void *ctx, int64_t deadline_ns)
+{
+    redlock__net *net = ctx;
+    size_t left;
+    int64_t now;
+
+    do {
+        now = redlock__now_ns();
+        left = drain_round(net, deadline_ns - now > DRAIN_ROUND_NS ? now + DRAIN_ROUND_NS
+                                                                   : deadline_ns);
+    } while (left > 0 && left != SIZE_MAX && redlock__now_ns() < deadline_ns);
+    return left == SIZE_MAX ? 0 : left;
+}
+
 const redlock__transport_ops redlock__net_ops = {
-    net_fanout, net_now, net_watch, net_wait, net_unwatch,
+    .fanout = net_fanout,
+    .now_ns = net_now,
+    .watch = net_watch,
+    .wait = net_wait,
+    .unwatch = net_unwatch,
+    .set_settle = net_set_settle,
+    .drain = net_drain,
 };

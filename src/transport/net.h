@@ -16,10 +16,13 @@ typedef struct redlock__net {
     const redlock__node *nodes;
     size_t n_nodes;
     int connect_timeout_ms;
-    pthread_mutex_t mu;                 /* guards free_sets */
+    pthread_mutex_t mu;                 /* guards free_sets, draining */
+    pthread_cond_t drained;             /* a drain round gave the sets back */
+    int draining;                       /* a drain round holds the idle sets */
     struct redlock__connset *free_sets; /* idle sets, one conn per node */
     uint64_t *node_failures;            /* atomic counters, per node */
     struct redlock__pubsub *pubsub;     /* NULL: no release messages */
+    redlock__settle_hook hook;          /* ledger settlements; set once */
 } redlock__net;
 
 int redlock__net_init(redlock__net *net, const redlock__node *nodes,

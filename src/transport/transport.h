@@ -35,15 +35,38 @@ typedef struct redlock__batch {
     size_t ncalls;
     int64_t deadline_ns;
     int strict;
+    /* When the caller stops the fan-out, calls of this batch already
+     * written to a connection that stays open are reported to the callback
+     * with REDLOCK__IN_FLIGHT instead of vanishing, and the transport keeps
+     * a ledger entry for each (tokens[call], nonzero, chosen by the caller):
+     * when its reply arrives in a later fan-out, or the connection closes
+     * first, the settle hook hears of it. Calls abandoned without a live
+     * connection get no callback, as in any batch. */
+    int report_in_flight;
+    const uint64_t *tokens;
 } redlock__batch;
+
+/* The err of a report for a call abandoned in flight (report_in_flight):
+ * neither a reply nor a failure, and the callback's answer is ignored. */
+#define REDLOCK__IN_FLIGHT (-1)
+/* The same, on a connection whose output the node has not taken yet (it
+ * stopped reading): the call goes out when it reads again. */
+#define REDLOCK__IN_FLIGHT_BLOCKED (-2)
+
+/* Hears how a ledger entry ended: delivered != 0 when the node answered
+ * (the call ran; error is the text of an error reply, else NULL), 0 when
+ * its connection closed first (it may never have been read). Runs on
+ * whichever thread reads or closes the connection, possibly inside another
+ * fan-out: it must not call the transport. */
+typedef void (*redlock__settle_fn)(void *ud, uint64_t token, int delivered, const char *error);
 
 /*
  * Receives every call's outcome as soon as it is known: err == 0 with the
  * reply (freed after the callback returns; server error replies arrive
  * here too, as REDIS_REPLY_ERROR) or err != 0 (timeout, connection or TLS
  * failure) with a message. Returning nonzero ends the whole fan-out at
- * once: calls still outstanding are abandoned, get no callback, and their
- * late replies are discarded.
+ * once: calls still outstanding are abandoned, get no callback (but see
+ * report_in_flight), and their late replies are discarded.
  */
 typedef int (*redlock__reply_fn)(void *ud, size_t batch, size_t call, int err,
                                  const char *errmsg, struct redisReply *reply);
@@ -60,6 +83,13 @@ typedef struct redlock__transport_ops {
                    int64_t deadline_ns);
     int (*wait)(void *ctx, void *watch, uint64_t *seen, int64_t deadline_ns);
     void (*unwatch)(void *ctx, void *watch);
+    /* Ledger of calls abandoned in flight (see report_in_flight).
+     * set_settle is called once, before any fan-out; drain reads the
+     * replies idle connections have received for their ledger entries until
+     * none is left or deadline_ns, and returns how many remain. Both may be
+     * NULL (a transport without a ledger reports nothing in flight). */
+    void (*set_settle)(void *ctx, redlock__settle_fn fn, void *ud);
+    size_t (*drain)(void *ctx, int64_t deadline_ns);
 } redlock__transport_ops;
 
 typedef struct redlock__transport {

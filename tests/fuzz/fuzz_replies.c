@@ -166,7 +166,11 @@ static void fuzz_unwatch(void *ctx, void *watch)
 }
 
 static const redlock__transport_ops fuzz_ops = {
-    fuzz_fanout, fuzz_now, fuzz_watch, fuzz_wait, fuzz_unwatch,
+    .fanout = fuzz_fanout,
+    .now_ns = fuzz_now,
+    .watch = fuzz_watch,
+    .wait = fuzz_wait,
+    .unwatch = fuzz_unwatch,
 };
 
 /* Every call returns a known code, and a failure says why. */

@@ -100,14 +100,11 @@ static outcome request(redlock_client *c, int script, int nkeys, int argc,
                        const char *const *argv, const size_t *lens, int timeout_ms)
 {
     redlock__call call = {script, nkeys, argc, argv, lens};
-    redlock__batch b;
+    redlock__batch b = {.node = 0, .calls = &call, .ncalls = 1,
+                        .deadline_ns = redlock__now_ns() + (int64_t)timeout_ms * REDLOCK__NS_PER_MS};
     outcome o;
 
     memset(&o, 0, sizeof(o));
-    b.node = 0;
-    b.calls = &call;
-    b.ncalls = 1;
-    b.deadline_ns = redlock__now_ns() + (int64_t)timeout_ms * REDLOCK__NS_PER_MS;
     ck_assert_int_eq(c->tp.ops->fanout(c->tp.ctx, &b, 1, record_reply, &o), REDLOCK_OK);
     ck_assert_msg(o.called == 1, "the fan-out called back %d times", o.called);
     return o;

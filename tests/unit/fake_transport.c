@@ -93,6 +93,16 @@ struct fake {
     size_t ncalls, capcalls;
     fake_fanout *fanouts;
     size_t nfanouts, capfanouts;
+    redlock__settle_fn settle;  /* the ledger hook (report_in_flight) */
+    void *settle_ud;
+    /* Calls left in flight on a frozen node: they wait in its "socket"
+     * until it runs again (delivered) or restarts empty (lost). */
+    struct fake_ledger {
+        fake_call *rec;
+        uint64_t token;
+        int lost;               /* settled lost, hook not told yet */
+    } *ledger;
+    size_t nledger, capledger;
 };
 
 /* ---------------------------------------------------------------------- */
@@ -1038,6 +1048,61 @@ static void plan_batch(fake *f, const redlock__batch *bt, size_t b, fev *ev, siz
     }
 }
 
+static void ledger_add(fake *f, fake_call *rec, uint64_t token)
+{
+    if (f->nledger == f->capledger) {
+        f->capledger = f->capledger ? 2 * f->capledger : 8;
+        f->ledger = xrealloc(f->ledger, f->capledger * sizeof(*f->ledger));
+    }
+    f->ledger[f->nledger].rec = rec;
+    f->ledger[f->nledger].token = token;
+    f->ledger[f->nledger++].lost = 0;
+}
+
+/* Settles the ledger entries whose node runs again (it reads and runs
+ * the call, and the reply arrives) or that were lost; tells the hook
+ * without the mutex. Returns how many remain. */
+static size_t ledger_settle(fake *f)
+{
+    uint64_t tok[64];
+    unsigned char ok[64];
+    size_t i, n = 0, keep = 0, left;
+    rbuf out = {NULL, 0, 0};
+
+    pthread_mutex_lock(&f->mu);
+    for (i = 0; i < f->nledger; i++) {
+        struct fake_ledger *l = &f->ledger[i];
+        fake_mode mode = behaviour_of(f, l->rec->node, l->rec->script).mode;
+
+        if (n < 64 && (l->lost || mode != FAKE_SILENT)) {
+            if (!l->lost && mode != FAKE_CONN_ERROR) {
+                out.len = 0;
+                if (mode == FAKE_REPLY || mode == FAKE_LOST_REPLY) {
+                    execute(f, l->rec->node, l->rec, &out);
+                    l->rec->applied = 1;
+                }
+            }
+            tok[n] = l->token;
+            ok[n++] = !l->lost && mode != FAKE_CONN_ERROR;
+            continue;
+        }
+        f->ledger[keep++] = *l;
+    }
+    f->nledger = left = keep;
+    pthread_mutex_unlock(&f->mu);
+    free(out.data);
+    for (i = 0; i < n; i++)
+        if (f->settle)
+            f->settle(f->settle_ud, tok[i], ok[i], NULL);
+    return left;
+}
+
+static size_t op_drain(void *ctx, int64_t deadline_ns)
+{
+    (void)deadline_ns;
+    return ledger_settle(ctx);
+}
+
 static int op_fanout(void *ctx, const redlock__batch *batches, size_t n, redlock__reply_fn fn,
                      void *ud)
 {
@@ -1047,12 +1112,22 @@ static int op_fanout(void *ctx, const redlock__batch *batches, size_t n, redlock
     rbuf out = {NULL, 0, 0};
     int stop = 0;
     int64_t start;
+    /* Ledger settlements, heard after the mutex is released (the hook
+     * takes the client's mutexes, which are taken before this one). */
+    uint64_t *settle_token;
+    unsigned char *settle_ok;
+    size_t nsettle = 0;
 
+    /* A thawed node reads its socket before anything sent after. */
+    if (f->nledger)
+        ledger_settle(f);
     pthread_mutex_lock(&f->mu);
     start = f->now;
     for (i = 0; i < n; i++)
         total += batches[i].ncalls;
     ev = xcalloc(total, sizeof(*ev));
+    settle_token = xcalloc(total, sizeof(*settle_token));
+    settle_ok = xcalloc(total, 1);
     if (f->nfanouts == f->capfanouts) {
         f->capfanouts = f->capfanouts ? f->capfanouts * 2 : 32;
         f->fanouts = xrealloc(f->fanouts, f->capfanouts * sizeof(*f->fanouts));
@@ -1086,6 +1161,22 @@ static int op_fanout(void *ctx, const redlock__batch *batches, size_t n, redlock
             }
             rec->outcome = FAKE_ABANDONED;
             rec->done_ns = f->now;
+            /* A call the node runs counts as delivered at once; one a frozen
+             * node has not read waits in the fake's ledger (its socket) until
+             * the node runs again or restarts empty; one on a connection
+             * that breaks is lost. */
+            if (batches[e->b].report_in_flight && batches[e->b].tokens) {
+                uint64_t token = batches[e->b].tokens[e->k];
+
+                fn(ud, e->b, e->k, REDLOCK__IN_FLIGHT, NULL, NULL);
+                rec->in_flight = 1;
+                if (!e->apply && behaviour_of(f, rec->node, rec->script).mode == FAKE_SILENT) {
+                    ledger_add(f, rec, token);
+                } else {
+                    settle_token[nsettle] = token;
+                    settle_ok[nsettle++] = (unsigned char)e->apply;
+                }
+            }
             continue;
         }
         advance_to(f, e->t);
@@ -1123,6 +1214,11 @@ static int op_fanout(void *ctx, const redlock__batch *batches, size_t n, redlock
     }
     f->fanouts[fi].end_ns = f->now;
     pthread_mutex_unlock(&f->mu);
+    for (i = 0; i < nsettle; i++)
+        if (f->settle)
+            f->settle(f->settle_ud, settle_token[i], settle_ok[i], NULL);
+    free(settle_token);
+    free(settle_ok);
     free(ev);
     free(out.data);
     return REDLOCK_OK;
@@ -1221,8 +1317,24 @@ static void op_unwatch(void *ctx, void *watch)
     pthread_mutex_unlock(&f->mu);
 }
 
+static void op_set_settle(void *ctx, redlock__settle_fn fn, void *ud)
+{
+    fake *f = ctx;
+
+    pthread_mutex_lock(&f->mu);
+    f->settle = fn;
+    f->settle_ud = ud;
+    pthread_mutex_unlock(&f->mu);
+}
+
 static const redlock__transport_ops fake_ops = {
-    op_fanout, op_now, op_watch, op_wait, op_unwatch,
+    .fanout = op_fanout,
+    .now_ns = op_now,
+    .watch = op_watch,
+    .wait = op_wait,
+    .unwatch = op_unwatch,
+    .set_settle = op_set_settle,
+    .drain = op_drain,
 };
 
 /* ---------------------------------------------------------------------- */
@@ -1257,6 +1369,7 @@ void fake_free(fake *f)
 
     if (!f)
         return;
+    free(f->ledger);
     for (i = 0; i < f->n; i++) {
         while (f->nodes[i].keys) {
             fentry *e = f->nodes[i].keys;
@@ -1414,6 +1527,7 @@ void fake_set_string(fake *f, size_t node, const char *key, const char *value)
 void fake_flush(fake *f, size_t node)
 {
     fnode *nd;
+    size_t i;
 
     pthread_mutex_lock(&f->mu);
     nd = node_of(f, node);
@@ -1423,7 +1537,12 @@ void fake_flush(fake *f, size_t node)
         nd->keys = e->next;
         entry_free(e);
     }
+    /* A restart closes its connections: what waited in them is lost. */
+    for (i = 0; i < f->nledger; i++)
+        if (f->ledger[i].rec->node == node)
+            f->ledger[i].lost = 1;
     pthread_mutex_unlock(&f->mu);
+    ledger_settle(f);
 }
 
 void fake_set_time_offset_us(fake *f, size_t node, int64_t offset_us)

@@ -58,6 +58,7 @@ typedef struct fake_call {
     int64_t sent_ns;
     int64_t done_ns;    /* when the callback ran (or the fan-out ended) */
     int applied;        /* the node executed it */
+    int in_flight;      /* abandoned, reported in flight (report_in_flight) */
     fake_outcome outcome;
 } fake_call;
 

@@ -27,12 +27,14 @@
 #define WORKERS 4
 #define JOBS 12
 #define MAX_STEPS 100000 /* bounds the run even if the lock never frees */
+#define MAX_NO_QUORUM 20  /* per job: attempts that found no quorum */
 
 typedef struct job {
     uint64_t owner;       /* this job's owner id, whatever thread runs it */
     int holding;          /* next step releases */
     pthread_t locked_on;
     int moved;            /* released on another thread than locked on */
+    int no_quorum;        /* attempts that found no quorum */
 } job;
 
 static redlock_lock *lock;
@@ -82,6 +84,13 @@ static void run_step(int j)
         rc = redlock_acquire_as(lock, jb->owner, 0, 10000);
         if (rc == REDLOCK_EBUSY) {
             push(j); /* try again later; the worker stays free */
+            return;
+        }
+        /* Too few members answered in time (a busy machine, a node
+         * restarting): nothing is held, so this too is tried again later,
+         * a bounded number of times. */
+        if (rc == REDLOCK_ENO_QUORUM && ++jb->no_quorum <= MAX_NO_QUORUM) {
+            push(j);
             return;
         }
         if (rc != REDLOCK_OK) {

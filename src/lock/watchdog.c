@@ -314,8 +314,12 @@ static int on_tick_reply(void *ud, size_t batch, size_t call, int err, const cha
         return 0;
     }
     if (tag->p) {
-        /* Any definitive answer settles a background release. */
-        if (!err && r->type != REDIS_REPLY_ERROR)
+        /* Any definitive answer settles a background release, and so does
+         * a refusal for good (a wrong type, no permission): sending it
+         * again until it gives up would only hear the same refusal, and
+         * keep a flush waiting. health.c has warned of it once. */
+        if (!err && (r->type != REDIS_REPLY_ERROR ||
+                     redlock__refuses_for_good(redlock__server_error_code(r->str))))
             t->pending_done[tag->member] = 1;
         return 0;
     }

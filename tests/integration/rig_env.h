@@ -54,4 +54,15 @@ void rig_field_of(redlock_client *c, uint64_t owner, char *buf, size_t cap);
 /* The client's counters (a failed read fails the test). */
 redlock_stats rig_stats(redlock_client *c);
 
+/* Adds test to suite s in a case of its own, with secs as its timeout and
+ * a healed rig before and after it (for files that include check.h). */
+#define RIG_ADD_CASE(s, test, secs)                                            \
+    do {                                                                       \
+        TCase *tc_ = tcase_create(#test);                                      \
+        tcase_add_unchecked_fixture(tc_, rig_heal_all, rig_heal_all);          \
+        tcase_set_timeout(tc_, secs);                                          \
+        tcase_add_test(tc_, test);                                             \
+        suite_add_tcase((s), tc_);                                             \
+    } while (0)
+
 #endif

@@ -631,30 +631,21 @@ START_TEST(test_wrong_type_fails_fast)
 END_TEST
 
 
-#define ADD_CASE(s, test, secs)                                                \
-    do {                                                                       \
-        TCase *tc_ = tcase_create(#test);                                      \
-        tcase_add_unchecked_fixture(tc_, rig_heal_all, rig_heal_all);          \
-        tcase_set_timeout(tc_, secs);                                          \
-        tcase_add_test(tc_, test);                                             \
-        suite_add_tcase((s), tc_);                                             \
-    } while (0)
-
 int main(void)
 {
     Suite *s = suite_create("delivery");
     SRunner *sr;
     int failed;
 
-    ADD_CASE(s, test_fresh_acquire_replaces_leftover, 30);
-    ADD_CASE(s, test_late_fresh_copy_is_refused, 30);
-    ADD_CASE(s, test_release_before_late_acquire, 30);
-    ADD_CASE(s, test_unlock_then_free_cold_caches, 60);
-    ADD_CASE(s, test_failed_attempt_then_free, 60);
-    ADD_CASE(s, test_bulk_release_frozen_node, 120);
-    ADD_CASE(s, test_cancel_ends_a_waiter, 30);
-    ADD_CASE(s, test_unavailable_quorum_ends_forever_wait, 30);
-    ADD_CASE(s, test_wrong_type_fails_fast, 30);
+    RIG_ADD_CASE(s, test_fresh_acquire_replaces_leftover, 30);
+    RIG_ADD_CASE(s, test_late_fresh_copy_is_refused, 30);
+    RIG_ADD_CASE(s, test_release_before_late_acquire, 30);
+    RIG_ADD_CASE(s, test_unlock_then_free_cold_caches, 60);
+    RIG_ADD_CASE(s, test_failed_attempt_then_free, 60);
+    RIG_ADD_CASE(s, test_bulk_release_frozen_node, 120);
+    RIG_ADD_CASE(s, test_cancel_ends_a_waiter, 30);
+    RIG_ADD_CASE(s, test_unavailable_quorum_ends_forever_wait, 30);
+    RIG_ADD_CASE(s, test_wrong_type_fails_fast, 30);
     sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);
     failed = srunner_ntests_failed(sr);

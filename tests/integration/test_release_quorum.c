@@ -149,23 +149,14 @@ START_TEST(test_killed_node_gets_release_after_restart)
 }
 END_TEST
 
-#define ADD_CASE(s, test, secs)                                                \
-    do {                                                                       \
-        TCase *tc_ = tcase_create(#test);                                      \
-        tcase_add_unchecked_fixture(tc_, rig_heal_all, rig_heal_all);          \
-        tcase_set_timeout(tc_, secs);                                          \
-        tcase_add_test(tc_, test);                                             \
-        suite_add_tcase((s), tc_);                                             \
-    } while (0)
-
 int main(void)
 {
     Suite *s = suite_create("release_quorum");
     SRunner *sr;
     int failed;
 
-    ADD_CASE(s, test_unlock_returns_at_quorum_with_two_frozen, 60);
-    ADD_CASE(s, test_killed_node_gets_release_after_restart, 60);
+    RIG_ADD_CASE(s, test_unlock_returns_at_quorum_with_two_frozen, 60);
+    RIG_ADD_CASE(s, test_killed_node_gets_release_after_restart, 60);
     sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);
     failed = srunner_ntests_failed(sr);

@@ -335,14 +335,16 @@ static void send_all(raw_floor *f, size_t len)
  * the floor sends exactly the library's bytes. */
 static size_t format_script(raw_floor *f, redlock__script_call sc, const char *const *args)
 {
-    char *cmd = NULL;
-    int len = redlock__script_format(&cmd, sc.script, sc.nkeys, sc.argc, args, NULL, 0);
+    redlock__buf b = {0};
+    size_t len;
 
-    if (len < 0 || (size_t)len > sizeof(f->cmd))
+    if (redlock__script_encode(&b, sc.script, sc.nkeys, sc.argc, args, NULL, 0) != 0 ||
+        b.len > sizeof(f->cmd))
         bench_die("cannot format a %s call", redlock__scripts[sc.script].name);
-    memcpy(f->cmd, cmd, (size_t)len);
-    redisFreeCommand(cmd);
-    return (size_t)len;
+    memcpy(f->cmd, b.data, b.len);
+    len = b.len;
+    redlock__buf_free(&b);
+    return len;
 }
 
 int64_t raw_floor_acquire(raw_floor *f)

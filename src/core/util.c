@@ -102,6 +102,18 @@ char *redlock__strdup(const char *s)
 
 int redlock__buf_append(redlock__buf *b, const void *p, size_t n)
 {
+    char *dst = redlock__buf_extend(b, n);
+
+    if (!dst)
+        return -1;
+    memcpy(dst, p, n);
+    return 0;
+}
+
+char *redlock__buf_extend(redlock__buf *b, size_t n)
+{
+    char *dst;
+
     if (b->off > 0 && b->off == b->len)
         b->off = b->len = 0;
     if (b->len + n > b->cap) {
@@ -119,14 +131,14 @@ int redlock__buf_append(redlock__buf *b, const void *p, size_t n)
         if (cap != b->cap) {
             data = realloc(b->data, cap);
             if (!data)
-                return -1;
+                return NULL;
             b->data = data;
             b->cap = cap;
         }
     }
-    memcpy(b->data + b->len, p, n);
+    dst = b->data + b->len;
     b->len += n;
-    return 0;
+    return dst;
 }
 
 void redlock__buf_consume(redlock__buf *b, size_t n)
@@ -159,7 +171,33 @@ struct timespec redlock__timespec(int64_t ns)
     return ts;
 }
 
+/* By hand: the send path formats several numbers per request, and
+ * snprintf's machinery cost more than the rest of the formatting. */
+size_t redlock__fmt_u64(char *buf, size_t cap, uint64_t v)
+{
+    char tmp[20];
+    size_t n = 0, i;
+
+    do {
+        tmp[n++] = (char)('0' + v % 10);
+        v /= 10;
+    } while (v);
+    if (cap == 0)
+        return 0;
+    if (n > cap - 1)
+        n = cap - 1; /* truncated, as snprintf would be (callers size it) */
+    for (i = 0; i < n; i++)
+        buf[i] = tmp[n - 1 - i];
+    buf[n] = '\0';
+    return n;
+}
+
 void redlock__fmt_i64(char *buf, size_t cap, int64_t v)
 {
-    snprintf(buf, cap, "%lld", (long long)v);
+    if (v < 0 && cap > 1) {
+        buf[0] = '-';
+        redlock__fmt_u64(buf + 1, cap - 1, (uint64_t)0 - (uint64_t)v);
+        return;
+    }
+    redlock__fmt_u64(buf, cap, (uint64_t)v);
 }

@@ -40,12 +40,17 @@ typedef struct redlock__buf {
 } redlock__buf;
 
 int redlock__buf_append(redlock__buf *b, const void *p, size_t n);
+/* Grows b by n bytes and returns where to write them, or NULL (out of
+ * memory, b unchanged). */
+char *redlock__buf_extend(redlock__buf *b, size_t n);
 void redlock__buf_consume(redlock__buf *b, size_t n);
 void redlock__buf_free(redlock__buf *b);
 /* A duration or a CLOCK_MONOTONIC time in ns as a timespec. */
 struct timespec redlock__timespec(int64_t ns);
 /* v in decimal, as scripts take their numeric arguments. */
 void redlock__fmt_i64(char *buf, size_t cap, int64_t v);
+/* v in decimal; returns the digits written (cap >= 21 holds any). */
+size_t redlock__fmt_u64(char *buf, size_t cap, uint64_t v);
 /* Zeroes the whole capacity (it may have held a password), then frees. */
 void redlock__buf_wipe(redlock__buf *b);
 static inline size_t redlock__buf_pending(const redlock__buf *b)

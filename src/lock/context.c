@@ -181,14 +181,26 @@ int64_t redlock__node_timeout_ns(const redlock_client *c, int64_t lease_ms)
 
 void redlock__owner_field(const redlock_client *c, uint64_t owner, char *out, size_t cap)
 {
-    snprintf(out, cap, "%s:%llu", c->id, (unsigned long long)owner);
+    size_t n = strlen(c->id);
+
+    /* By hand, as it runs on every call (see redlock__fmt_u64). */
+    if (cap < n + 2) {
+        snprintf(out, cap, "%s:%llu", c->id, (unsigned long long)owner);
+        return;
+    }
+    memcpy(out, c->id, n);
+    out[n] = ':';
+    redlock__fmt_u64(out + n + 1, cap - n - 1, owner);
 }
 
 void redlock__request_id(redlock_client *c, char *out)
 {
     uint64_t seq = __atomic_add_fetch(&c->request_seq, 1, __ATOMIC_RELAXED);
 
-    snprintf(out, 13, "%012llx", (unsigned long long)(seq & 0xffffffffffffULL));
+    int i;
+
+    for (i = 11; i >= 0; i--, seq >>= 4)
+        out[i] = "0123456789abcdef"[seq & 0xf];
     redlock__rand_hex(out + 12, 10);
 }
 

@@ -115,10 +115,14 @@ int redlock__check_name(const char *name)
 
 char *redlock__latch_key(const redlock__lock_member *m, const char *request_id)
 {
-    size_t len = strlen(redlock__key(m, REDLOCK__KEY_LATCH_PREFIX)) + strlen(request_id) + 1;
-    char *key = malloc(len);
+    const char *prefix = redlock__key(m, REDLOCK__KEY_LATCH_PREFIX);
+    size_t plen = strlen(prefix), rlen = strlen(request_id);
+    char *key = malloc(plen + rlen + 1);
 
-    if (key)
-        snprintf(key, len, "%s%s", redlock__key(m, REDLOCK__KEY_LATCH_PREFIX), request_id);
+    /* Built on every acquire and release: copied, not printf'd. */
+    if (key) {
+        memcpy(key, prefix, plen);
+        memcpy(key + plen, request_id, rlen + 1);
+    }
     return key;
 }

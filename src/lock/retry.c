@@ -33,6 +33,7 @@ void redlock__retry_init(redlock__retry *r, void (*wake)(void *), void *wake_ud)
     pthread_mutex_init(&r->mu, NULL);
     r->wake = wake;
     r->wake_ud = wake_ud;
+    r->sender_wakes_at = INT64_MAX;
     r->enabled = 1;
 }
 
@@ -110,6 +111,7 @@ void redlock__retry_park(redlock__retry *r, int64_t now, size_t node, int script
     redlock__pending *p = new_pending(r, now, node, script, nkeys, argc, argv, give_up_ns);
     void (*wake)(void *);
     void *wake_ud;
+    int64_t due;
 
     /* Out of memory: the call is still in flight, only its loss would go
      * unnoticed, as for any call nobody waits for. */
@@ -117,6 +119,7 @@ void redlock__retry_park(redlock__retry *r, int64_t now, size_t node, int script
         return;
     p->token = token;
     p->parked = 1;
+    due = p->next_try_ns; /* p may be settled and freed once it is listed */
     pthread_mutex_lock(&r->mu);
     p->next = r->pending;
     r->pending = p;
@@ -125,9 +128,17 @@ void redlock__retry_park(redlock__retry *r, int64_t now, size_t node, int script
     wake_ud = r->wake_ud;
     pthread_mutex_unlock(&r->mu);
     /* The sender drains its connection from now on (a reset is noticed
-     * within a tick, not at the connection's next use). */
-    if (wake)
+     * within a tick, not at the connection's next use). Unless it already
+     * plans to look by the time this call is due: a release settled at
+     * quorum parks calls on every cycle, and waking a thread for each
+     * would cost more than the release. */
+    if (wake && __atomic_load_n(&r->sender_wakes_at, __ATOMIC_ACQUIRE) > due)
         wake(wake_ud);
+}
+
+void redlock__retry_sender_wakes_at(redlock__retry *r, int64_t at_ns)
+{
+    __atomic_store_n(&r->sender_wakes_at, at_ns, __ATOMIC_RELEASE);
 }
 
 size_t redlock__retry_settle_token(redlock__retry *r, uint64_t token, int delivered)

@@ -45,6 +45,9 @@ typedef struct redlock__retry {
     /* Told (without the mutex) when a call is queued: wakes the sender. */
     void (*wake)(void *ud);
     void *wake_ud;
+    /* When the sender plans to wake by itself (INT64_MAX: not before it is
+     * woken); atomic. A parked call due later needs no wake-up. */
+    int64_t sender_wakes_at;
 } redlock__retry;
 
 void redlock__retry_init(redlock__retry *r, void (*wake)(void *), void *wake_ud);
@@ -55,6 +58,10 @@ void redlock__retry_destroy(redlock__retry *r);
  * its first try is after PENDING_RETRY_MS at the earliest. */
 void redlock__retry_queue(redlock__retry *r, int64_t now, size_t node, int script, int nkeys,
                           int argc, const char *const *argv, int64_t give_up_ns);
+
+/* The sender (the watchdog thread) says when it will next look at the
+ * queue by itself: before computing that (INT64_MAX), then the time. */
+void redlock__retry_sender_wakes_at(redlock__retry *r, int64_t at_ns);
 
 /* A fresh nonzero token for a ledger entry. */
 uint64_t redlock__retry_token(redlock__retry *r);

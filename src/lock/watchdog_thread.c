@@ -49,7 +49,14 @@ static void *watchdog_main(void *arg)
 
     pthread_mutex_lock(&wd->mu);
     while (!wd->closing) {
-        int64_t next = next_due(c), now = c->tp.ops->now_ns(c->tp.ctx);
+        int64_t next, now;
+
+        /* Whoever parks a call meanwhile wakes this thread (see
+         * redlock__retry_park); then it says when it would wake anyway. */
+        redlock__retry_sender_wakes_at(&c->retry, INT64_MAX);
+        next = next_due(c);
+        now = c->tp.ops->now_ns(c->tp.ctx);
+        redlock__retry_sender_wakes_at(&c->retry, next);
 
         if (next <= now) {
             pthread_mutex_unlock(&wd->mu);

@@ -103,16 +103,39 @@ redlock__script_call redlock__script_fenced_set(const char **argv,
     return place(argv, REDLOCK__SCRIPT_FENCED_SET, 1, keys, args);
 }
 
-int redlock__script_format(char **out, int script, int nkeys, int argc,
+/* "<prefix><n>\r\n" at p; returns the bytes written. */
+static size_t put_header(char *p, char prefix, size_t n)
+{
+    size_t k;
+
+    p[0] = prefix;
+    k = 1 + redlock__fmt_u64(p + 1, 21, (uint64_t)n);
+    p[k] = '\r';
+    p[k + 1] = '\n';
+    return k + 2;
+}
+
+static size_t digits(size_t n)
+{
+    size_t d = 1;
+
+    while (n >= 10) {
+        n /= 10;
+        d++;
+    }
+    return d;
+}
+
+int redlock__script_encode(redlock__buf *out, int script, int nkeys, int argc,
                            const char *const *argv, const size_t *argvlen, int fallback)
 {
     const char *full[REDLOCK__MAX_CALL_ARGS + 3];
     size_t lens[REDLOCK__MAX_CALL_ARGS + 3];
-    char nk[12];
-    int n = 0, i;
+    char nk[21], *p;
+    size_t total, i;
+    int n = 0;
 
-    *out = NULL;
-    if (argc < 0 || argc > REDLOCK__MAX_CALL_ARGS)
+    if (argc < 0 || argc > REDLOCK__MAX_CALL_ARGS || nkeys < 0)
         return -1;
     if (script >= 0) {
         const redlock__script *s = &redlock__scripts[script];
@@ -121,15 +144,29 @@ int redlock__script_format(char **out, int script, int nkeys, int argc,
         lens[n++] = fallback ? 4 : 7;
         full[n] = fallback ? s->body : s->sha1;
         lens[n++] = fallback ? s->len : 40;
-        snprintf(nk, sizeof(nk), "%d", nkeys);
         full[n] = nk;
-        lens[n++] = strlen(nk);
+        lens[n++] = redlock__fmt_u64(nk, sizeof(nk), (uint64_t)nkeys);
     }
-    for (i = 0; i < argc; i++) {
+    for (i = 0; i < (size_t)argc; i++) {
         full[n] = argv[i];
         lens[n++] = argvlen ? argvlen[i] : strlen(argv[i]);
     }
-    return redisFormatCommandArgv(out, n, full, lens);
+    /* One pass to size it, one to write it, straight into the output. */
+    total = 3 + digits((size_t)n);
+    for (i = 0; i < (size_t)n; i++)
+        total += 3 + digits(lens[i]) + lens[i] + 2;
+    p = redlock__buf_extend(out, total);
+    if (!p)
+        return -1;
+    p += put_header(p, '*', (size_t)n);
+    for (i = 0; i < (size_t)n; i++) {
+        p += put_header(p, '$', lens[i]);
+        memcpy(p, full[i], lens[i]);
+        p += lens[i];
+        *p++ = '\r';
+        *p++ = '\n';
+    }
+    return 0;
 }
 
 int redlock__server_error_code(const char *msg)

@@ -19,6 +19,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "core/util.h"
 #include "resp/scripts.h"
 
 struct redisReply;
@@ -98,12 +99,12 @@ redlock__script_call redlock__script_inspect(const char **argv, const redlock__i
 redlock__script_call redlock__script_fenced_set(const char **argv,
                                                 const redlock__fenced_set_args *a);
 
-/* The RESP bytes of one script call: EVALSHA, or EVAL with the body when
- * fallback (the server answered NOSCRIPT); script < 0 is a plain command
- * whose argv[0] is its name. argvlen NULL: strlen of each. *out is freed
- * with redisFreeCommand. Returns the length, or -1 when out of memory or
- * argc exceeds REDLOCK__MAX_CALL_ARGS. */
-int redlock__script_format(char **out, int script, int nkeys, int argc,
+/* Appends the RESP bytes of one script call to out: EVALSHA, or EVAL with
+ * the body when fallback (the server answered NOSCRIPT); script < 0 is a
+ * plain command whose argv[0] is its name. argvlen NULL: strlen of each.
+ * Returns 0, or -1 (out unchanged) when out of memory or argc exceeds
+ * REDLOCK__MAX_CALL_ARGS. */
+int redlock__script_encode(redlock__buf *out, int script, int nkeys, int argc,
                            const char *const *argv, const size_t *argvlen, int fallback);
 
 /* ---- replies ---- */

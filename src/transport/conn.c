@@ -18,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/time.h>
 #include <sys/un.h>
 #include <time.h>
 #include <unistd.h>
@@ -67,6 +68,8 @@ void redlock__conn_close(redlock__conn *c)
     c->state = REDLOCK__CONN_CLOSED;
     c->skip = c->handshake = c->preload = 0;
     c->tls_want_write = 0;
+    c->blocking = 0;
+    c->rcvtimeo_ms = 0;
 }
 
 static int conn_fail(redlock__conn *c, int code, const char *fmt, ...)
@@ -132,16 +135,9 @@ static int queue_handshake(redlock__conn *c)
         const redlock__script *s = &redlock__scripts[preloaded[i]];
         const char *argv[3] = {"SCRIPT", "LOAD", s->body};
         size_t lens[3] = {6, 4, s->len};
-        char *cmd = NULL;
-        int len = redisFormatCommandArgv(&cmd, 3, argv, lens);
 
-        if (len < 0)
+        if (redlock__script_encode(&c->out, -1, 0, 3, argv, lens, 0) != 0)
             return REDLOCK_ENOMEM;
-        if (redlock__buf_append(&c->out, cmd, (size_t)len)) {
-            redisFreeCommand(cmd);
-            return REDLOCK_ENOMEM;
-        }
-        redisFreeCommand(cmd);
         c->preload++;
     }
     return REDLOCK_OK;
@@ -290,6 +286,13 @@ static int finish_connect(redlock__conn *c)
         return conn_fail(c, REDLOCK_ECONNECT, "connect: %s", strerror(err));
     }
     c->state = c->ssl ? REDLOCK__CONN_TLS_HANDSHAKE : REDLOCK__CONN_READY;
+    /* OpenSSL does a TLS socket's I/O, without MSG_DONTWAIT: it stays
+     * non-blocking. (If this fails, the socket just stays so too.) */
+    if (!c->ssl) {
+        int flags = fcntl(c->fd, F_GETFL);
+
+        c->blocking = flags >= 0 && fcntl(c->fd, F_SETFL, flags & ~O_NONBLOCK) == 0;
+    }
     return REDLOCK_OK;
 }
 
@@ -386,7 +389,7 @@ static int flush_out(redlock__conn *c)
             }
             c->tls_want_write = 0;
         } else {
-            w = send(c->fd, p, n, MSG_NOSIGNAL);
+            w = send(c->fd, p, n, MSG_NOSIGNAL | MSG_DONTWAIT);
             if (w < 0) {
                 if (errno == EAGAIN || errno == EWOULDBLOCK)
                     return REDLOCK_OK;
@@ -405,9 +408,12 @@ static int flush_out(redlock__conn *c)
     return REDLOCK_OK;
 }
 
-static int read_in(redlock__conn *c)
+/* Reads until the socket has nothing more. The first recv of a plain
+ * socket passes first_flags: 0 waits (up to SO_RCVTIMEO) on a blocking one. */
+static int read_in(redlock__conn *c, int first_flags)
 {
     char buf[16384];
+    int flags = first_flags;
 
     for (;;) {
         ssize_t r;
@@ -435,7 +441,8 @@ static int read_in(redlock__conn *c)
                 return conn_fail(c, REDLOCK_ETLS, "%s", msg);
             }
         } else {
-            r = recv(c->fd, buf, sizeof(buf), 0);
+            r = recv(c->fd, buf, sizeof(buf), flags);
+            flags = MSG_DONTWAIT;
             if (r == 0)
                 return conn_fail(c, REDLOCK_EIO, "connection closed by server");
             if (r < 0) {
@@ -484,24 +491,48 @@ int redlock__conn_io(redlock__conn *c, short revents)
     if ((rc = flush_out(c)) != REDLOCK_OK)
         return rc;
     if (revents & (POLLIN | POLLHUP | POLLERR) || (c->ssl && SSL_pending(c->ssl)))
-        return read_in(c);
+        return read_in(c, MSG_DONTWAIT);
     return REDLOCK_OK;
+}
+
+/* The kernel rounds a receive timeout up to its tick (up to 4 ms at 250
+ * Hz) and may wake a tick late: waiting this much less than asked keeps
+ * the caller's deadline; what is left is waited out in ppoll. */
+#define RCVTIMEO_MARGIN_MS 10
+
+int redlock__conn_can_wait_read(const redlock__conn *c, int64_t wait_ns)
+{
+    return c->blocking && c->state == REDLOCK__CONN_READY && !c->ssl &&
+           !redlock__buf_pending(&c->out) &&
+           wait_ns / REDLOCK__NS_PER_MS >= RCVTIMEO_MARGIN_MS + 2;
+}
+
+int redlock__conn_wait_read(redlock__conn *c, int64_t wait_ns)
+{
+    int64_t ms = wait_ns / REDLOCK__NS_PER_MS - RCVTIMEO_MARGIN_MS;
+
+    /* Set only when the cached timeout would overshoot, or is far shorter
+     * than the wait: a steady request timeout costs no system call. */
+    if (c->rcvtimeo_ms == 0 || c->rcvtimeo_ms > ms || c->rcvtimeo_ms < ms / 2) {
+        struct timeval tv = {(time_t)(ms / 1000), (suseconds_t)(ms % 1000) * 1000};
+
+        if (setsockopt(c->fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv)) != 0)
+            return read_in(c, MSG_DONTWAIT); /* no wait: the poll loop waits */
+        c->rcvtimeo_ms = ms;
+    }
+    return read_in(c, 0);
 }
 
 int redlock__queue_call(redlock__conn *c, const redlock__call *call, int fallback)
 {
-    char *cmd = NULL;
-    int len, rc;
-
     if (call->argc > REDLOCK__MAX_CALL_ARGS)
         return REDLOCK_EINVAL;
-    len = redlock__script_format(&cmd, call->script, call->nkeys, call->argc, call->argv,
-                                 call->argvlen, fallback);
-    if (len < 0)
-        return REDLOCK_ENOMEM;
-    rc = redlock__conn_queue(c, cmd, (size_t)len);
-    redisFreeCommand(cmd);
-    return rc;
+    /* Encoded in place: no temporary command to allocate and copy. */
+    return redlock__script_encode(c->handshake ? &c->held : &c->out, call->script,
+                                  call->nkeys, call->argc, call->argv, call->argvlen,
+                                  fallback) != 0
+               ? REDLOCK_ENOMEM
+               : REDLOCK_OK;
 }
 
 /* Once AUTH is answered it has long been written: its bytes, still at the

@@ -78,6 +78,12 @@ typedef struct redlock__conn {
     unsigned preload;     /* SCRIPT LOAD replies still expected (conn.c) */
     size_t auth_len;      /* AUTH's bytes at the front of out, to wipe */
     char errmsg[128];     /* why the last operation failed */
+    /* A connected plain socket is blocking, and every other send and recv
+     * passes MSG_DONTWAIT: then a lone caller can wait in recv itself
+     * (redlock__conn_wait_read), a system call less per round trip than
+     * ppoll and then recv. rcvtimeo_ms caches the socket's SO_RCVTIMEO. */
+    int blocking;
+    int64_t rcvtimeo_ms;
 } redlock__conn;
 
 void redlock__conn_init(redlock__conn *c, const redlock__node *node);
@@ -101,6 +107,17 @@ short redlock__conn_events(const redlock__conn *c);
  * the TLS handshake, writes queued output, reads what arrived. Returns
  * REDLOCK_OK, or an error after which the connection is closed. */
 int redlock__conn_io(redlock__conn *c, short revents);
+
+/* Whether redlock__conn_wait_read can wait up to wait_ns on c: a ready
+ * plain connection with nothing left to write, and a wait long enough to
+ * leave a margin for the kernel's coarse receive timeout. */
+int redlock__conn_can_wait_read(const redlock__conn *c, int64_t wait_ns);
+
+/* Blocks in recv for at most wait_ns (less a margin), then reads what
+ * arrived, as redlock__conn_io would after POLLIN. Returns REDLOCK_OK
+ * (data read, or the wait ended: the caller checks its own deadline), or
+ * an error after which the connection is closed. */
+int redlock__conn_wait_read(redlock__conn *c, int64_t wait_ns);
 
 /* Takes the next reply meant for the caller: 1 and *reply (caller frees
  * with freeReplyObject), 0 if none is complete yet, or a negative redlock

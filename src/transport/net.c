@@ -276,6 +276,18 @@ int redlock__fanout_conns(redlock__conn *conns, const redlock__batch *batches,
         }
         if (stop || active == 0)
             break;
+        /* One connection to wait for (N = 1, or the last member): wait in
+         * recv itself, a system call less than ppoll and then recv. */
+        if (active == 1 && redlock__conn_can_wait_read(slots[idx[0]].conn, next - now)) {
+            slot *s = &slots[idx[0]];
+            int rc = redlock__conn_wait_read(s->conn, next - now);
+
+            if (rc == REDLOCK_OK)
+                stop |= drain_replies(s, idx[0], fn, ud, failures);
+            else if (!s->done)
+                stop |= fail_slot(s, idx[0], rc, s->conn->errmsg, fn, ud, failures);
+            continue;
+        }
         ts = redlock__timespec(next - now);
         r = ppoll(pfd, active, &ts, NULL);
         if (r < 0 && errno != EINTR) {

@@ -105,36 +105,75 @@ START_TEST(format_sends_evalsha_then_eval)
     redlock__script_call sc =
         redlock__script_renew(argv, &(redlock__renew_args){"n", "30000", "f"});
     const redlock__script *renew = &redlock__scripts[REDLOCK__SCRIPT_RENEW];
-    char want[256], *cmd = NULL;
-    int len, i;
+    char want[256];
+    redlock__buf b = {0};
+    int i;
 
-    len = redlock__script_format(&cmd, sc.script, sc.nkeys, sc.argc, argv, NULL, 0);
+    ck_assert_int_eq(redlock__script_encode(&b, sc.script, sc.nkeys, sc.argc, argv, NULL, 0), 0);
     snprintf(want, sizeof(want),
              "*6\r\n$7\r\nEVALSHA\r\n$40\r\n%s\r\n$1\r\n1\r\n$1\r\nn\r\n"
              "$5\r\n30000\r\n$1\r\nf\r\n",
              renew->sha1);
-    ck_assert_int_eq(len, (int)strlen(want));
-    ck_assert_mem_eq(cmd, want, strlen(want));
-    redisFreeCommand(cmd);
+    ck_assert_uint_eq(b.len, strlen(want));
+    ck_assert_mem_eq(b.data, want, strlen(want));
+    redlock__buf_free(&b);
 
     /* After NOSCRIPT the body goes out instead of its SHA1. */
-    len = redlock__script_format(&cmd, sc.script, sc.nkeys, sc.argc, argv, NULL, 1);
-    ck_assert_int_gt(len, (int)renew->len);
-    ck_assert_ptr_nonnull(strstr(cmd, "$4\r\nEVAL\r\n"));
-    ck_assert_ptr_nonnull(memmem(cmd, (size_t)len, renew->body, renew->len));
-    redisFreeCommand(cmd);
+    ck_assert_int_eq(redlock__script_encode(&b, sc.script, sc.nkeys, sc.argc, argv, NULL, 1), 0);
+    ck_assert_uint_gt(b.len, renew->len);
+    ck_assert_ptr_nonnull(memmem(b.data, b.len, "$4\r\nEVAL\r\n", 10));
+    ck_assert_ptr_nonnull(memmem(b.data, b.len, renew->body, renew->len));
+    redlock__buf_free(&b);
 
-    /* A plain command, and one argument too many. */
-    len = redlock__script_format(&cmd, -1, 0, 1, (const char *[]){"PING"}, NULL, 0);
-    ck_assert_int_eq(len, (int)strlen("*1\r\n$4\r\nPING\r\n"));
-    redisFreeCommand(cmd);
+    /* A plain command appends after what is there; one argument too many
+     * leaves the buffer as it was. */
+    ck_assert_int_eq(redlock__script_encode(&b, -1, 0, 1, (const char *[]){"PING"}, NULL, 0), 0);
+    ck_assert_int_eq(redlock__script_encode(&b, -1, 0, 1, (const char *[]){"PING"}, NULL, 0), 0);
+    ck_assert_uint_eq(b.len, 2 * strlen("*1\r\n$4\r\nPING\r\n"));
+    ck_assert_mem_eq(b.data, "*1\r\n$4\r\nPING\r\n*1\r\n$4\r\nPING\r\n", b.len);
     for (i = 0; i <= REDLOCK__MAX_CALL_ARGS; i++)
         many[i] = "x";
-    ck_assert_int_eq(redlock__script_format(&cmd, -1, 0, REDLOCK__MAX_CALL_ARGS + 1, many,
+    ck_assert_int_eq(redlock__script_encode(&b, -1, 0, REDLOCK__MAX_CALL_ARGS + 1, many,
                                             NULL, 0), -1);
-    ck_assert_ptr_null(cmd);
+    ck_assert_uint_eq(b.len, 2 * strlen("*1\r\n$4\r\nPING\r\n"));
+    redlock__buf_free(&b);
 }
 END_TEST
+
+/* The encoder writes exactly what hiredis's reference encoder writes, for
+ * lengths across digit boundaries, empty and binary arguments. */
+START_TEST(encode_matches_hiredis)
+{
+    static char big[100001];
+    const size_t sizes[] = {0, 1, 9, 10, 11, 99, 100, 999, 1000, 65535, 100000};
+    size_t k;
+
+    memset(big, 'a', sizeof(big) - 1);
+    big[5] = '\0';
+    big[7] = '\r';
+    for (k = 0; k < sizeof(sizes) / sizeof(sizes[0]); k++) {
+        const char *argv[12];
+        size_t lens[12];
+        redlock__buf b = {0};
+        char *ref = NULL;
+        int n, i, len;
+
+        for (n = 1; n <= 12; n++) {
+            for (i = 0; i < n; i++) {
+                argv[i] = big;
+                lens[i] = (sizes[k] + (size_t)i * 7) % sizeof(big);
+            }
+            b.len = b.off = 0;
+            ck_assert_int_eq(redlock__script_encode(&b, -1, 0, n, argv, lens, 0), 0);
+            len = redisFormatCommandArgv(&ref, n, argv, lens);
+            ck_assert_int_ge(len, 0);
+            ck_assert_uint_eq(b.len, (size_t)len);
+            ck_assert_mem_eq(b.data, ref, (size_t)len);
+            redisFreeCommand(ref);
+        }
+        redlock__buf_free(&b);
+    }
+}
 
 /* A reply object from RESP text, as the connection's reader makes it. */
 static redisReply *resp(const char *text)
@@ -316,6 +355,7 @@ int main(void)
     tcase_add_test(tc, shapes_match_the_scripts);
     tcase_add_test(tc, builders_place_every_argument);
     tcase_add_test(tc, format_sends_evalsha_then_eval);
+    tcase_add_test(tc, encode_matches_hiredis);
     tcase_add_loop_test(tc, acquire_replies, 0,
                         (int)(sizeof(acquire_rows) / sizeof(acquire_rows[0])));
     tcase_add_loop_test(tc, simple_replies, 0,

@@ -18,12 +18,9 @@
  * about a second. */
 #define PENDING_MAX_BACKOFF_MS 800
 
+/* The strings live in the same allocation (see new_pending). */
 static void free_pending(redlock__pending *p)
 {
-    int i;
-
-    for (i = 0; i < p->argc; i++)
-        free(p->argv[i]);
     free(p);
 }
 
@@ -56,13 +53,23 @@ static redlock__pending *new_pending(redlock__retry *r, int64_t now, size_t node
                                      int64_t give_up_ns)
 {
     redlock__pending *p;
+    size_t len[REDLOCK__MAX_CALL_ARGS], total = 0;
+    char *store;
     int i;
 
-    if (argc > REDLOCK__MAX_CALL_ARGS || node >= REDLOCK__RETRY_MAX_NODES || !r->enabled)
+    if (argc < 0 || argc > REDLOCK__MAX_CALL_ARGS || node >= REDLOCK__RETRY_MAX_NODES ||
+        !r->enabled)
         return NULL;
-    p = calloc(1, sizeof(*p));
+    /* One allocation for the call and its strings: a release settled at
+     * quorum parks calls on every cycle. */
+    for (i = 0; i < argc; i++) {
+        len[i] = strlen(argv[i] ? argv[i] : "") + 1;
+        total += len[i];
+    }
+    p = calloc(1, sizeof(*p) + total);
     if (!p)
         return NULL;
+    store = (char *)(p + 1);
     p->node = node;
     p->script = script;
     p->nkeys = nkeys;
@@ -70,12 +77,9 @@ static redlock__pending *new_pending(redlock__retry *r, int64_t now, size_t node
     p->give_up_ns = give_up_ns;
     p->next_try_ns = now + PENDING_RETRY_MS * REDLOCK__NS_PER_MS;
     for (i = 0; i < argc; i++) {
-        p->argv[i] = strdup(argv[i] ? argv[i] : "");
-        if (!p->argv[i]) {
-            p->argc = i;
-            free_pending(p);
-            return NULL;
-        }
+        p->argv[i] = store;
+        memcpy(store, argv[i] ? argv[i] : "", len[i]);
+        store += len[i];
     }
     return p;
 }

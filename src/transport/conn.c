@@ -32,12 +32,13 @@
 #include "transport/tls.h"
 
 /* Scripts whose calls must be applied even when nobody waits for the
- * answer (an abort or release to a node that went silent): loaded on every
- * connection before its first command, so a node whose cache was emptied
- * (restart, SCRIPT FLUSH before we connected) never answers their EVALSHA
- * with a NOSCRIPT that nobody reads. */
-static const int preloaded[] = {REDLOCK__SCRIPT_RELEASE, REDLOCK__SCRIPT_ABORT,
-                                REDLOCK__SCRIPT_FORCE_RELEASE};
+ * answer (an abort or release to a node that went silent, an acquire sent
+ * to a member the attempt decided without): loaded on every connection
+ * before its first command, so a node whose cache was emptied (restart,
+ * SCRIPT FLUSH before we connected) never answers their EVALSHA with a
+ * NOSCRIPT that nobody reads. */
+static const int preloaded[] = {REDLOCK__SCRIPT_ACQUIRE, REDLOCK__SCRIPT_RELEASE,
+                                REDLOCK__SCRIPT_ABORT, REDLOCK__SCRIPT_FORCE_RELEASE};
 
 void redlock__conn_init(redlock__conn *c, const redlock__node *node)
 {

@@ -580,6 +580,56 @@ static void set_string_on(size_t node, const char *key)
     redisFree(ctx);
 }
 
+static long long exists_on(size_t node, const char *key)
+{
+    redisContext *ctx = node_conn(node);
+    const char *argv[2] = {"EXISTS", key};
+    redisReply *r = cmd(ctx, 2, argv);
+    long long n = r->type == REDIS_REPLY_INTEGER ? r->integer : -1;
+
+    freeReplyObject(r);
+    redisFree(ctx);
+    return n;
+}
+
+/* A member the attempt decided without still gets its grant when its
+ * script cache was emptied: the acquire is loaded on every new connection,
+ * so its EVALSHA is not answered with a NOSCRIPT nobody reads. */
+START_TEST(test_straggler_acquire_after_script_flush)
+{
+    redlock_client *c = NULL;
+    redlock_lock *l;
+    char name[96];
+    const char *kill[4] = {"CLIENT", "KILL", "TYPE", "normal"};
+    redisContext *ctx;
+    int64_t end;
+    int round;
+
+    ck_assert_int_eq(redlock_client_new(&c, rig_plain_uris(), N_NODES, NULL), REDLOCK_OK);
+    rig_unique_name(name, sizeof(name), "deliv", "straggler");
+    ck_assert_int_eq(redlock_lock_new(c, name, NULL, &l), REDLOCK_OK);
+    for (round = 0; round < 5; round++) {
+        ck_assert_int_eq(redlock_acquire_as(l, 7, 0, 30000), REDLOCK_OK);
+        ck_assert_int_eq(redlock_unlock_as(l, 7), REDLOCK_OK);
+        ck_assert_int_eq(redlock_client_flush(c, 5000), REDLOCK_OK);
+        /* Node 5 forgets its scripts and drops our connections: the next
+         * acquire reconnects there while four members answer at once. */
+        ctx = node_conn(4);
+        freeReplyObject(cmd(ctx, 2, (const char *[]){"SCRIPT", "FLUSH"}));
+        freeReplyObject(cmd(ctx, 4, kill));
+        redisFree(ctx);
+        ck_assert_int_eq(redlock_acquire_as(l, 7, 0, 30000), REDLOCK_OK);
+        end = rig_now_ms() + 2000;
+        while (exists_on(4, name) != 1 && rig_now_ms() < end)
+            rig_sleep_ms(10);
+        ck_assert_msg(exists_on(4, name) == 1, "round %d: node 5 never got its grant", round);
+        ck_assert_int_eq(redlock_unlock_as(l, 7), REDLOCK_OK);
+    }
+    redlock_lock_free(l);
+    redlock_client_free(c);
+}
+END_TEST
+
 /* A lock name that holds a string on a majority: ECONFIG at once, not an
  * endless wait. On one node only: a single warning, and the lock works. */
 START_TEST(test_wrong_type_fails_fast)
@@ -646,6 +696,7 @@ int main(void)
     RIG_ADD_CASE(s, test_cancel_ends_a_waiter, 30);
     RIG_ADD_CASE(s, test_unavailable_quorum_ends_forever_wait, 30);
     RIG_ADD_CASE(s, test_wrong_type_fails_fast, 30);
+    RIG_ADD_CASE(s, test_straggler_acquire_after_script_flush, 60);
     sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);
     failed = srunner_ntests_failed(sr);

@@ -16,6 +16,7 @@
 #include <strings.h>
 
 #include "cli.h"
+#include "config/nodelist.h"
 
 enum {
     G_NODES = 1,
@@ -216,15 +217,17 @@ static int uri_userinfo(const char *uri, size_t n, size_t *pw_off, size_t *pw_le
     return 2;
 }
 
+/* Both walk the list item by item as the library splits it (at a ','
+ * before a scheme: a sentinel URI's own commas stay inside its item). */
 int cli_nodes_userinfo(const char *list)
 {
-    const char *p = list, *comma;
+    const char *p = list, *end;
     size_t off, len;
     int worst = 0, u;
 
-    for (; p; p = comma ? comma + 1 : NULL) {
-        comma = strchr(p, ',');
-        u = uri_userinfo(p, comma ? (size_t)(comma - p) : strlen(p), &off, &len);
+    for (; p; p = *end ? end + 1 : NULL) {
+        end = redlock__nodelist_item_end(p);
+        u = uri_userinfo(p, (size_t)(end - p), &off, &len);
         if (u > worst)
             worst = u;
     }
@@ -233,12 +236,13 @@ int cli_nodes_userinfo(const char *list)
 
 void cli_mask_passwords(char *list)
 {
-    char *p = list, *comma;
+    char *p = list;
+    const char *end;
     size_t off, len;
 
-    for (; p; p = comma ? comma + 1 : NULL) {
-        comma = strchr(p, ',');
-        if (uri_userinfo(p, comma ? (size_t)(comma - p) : strlen(p), &off, &len) == 2)
+    for (; p; p = *end ? p + (end - p) + 1 : NULL) {
+        end = redlock__nodelist_item_end(p);
+        if (uri_userinfo(p, (size_t)(end - p), &off, &len) == 2)
             memset(p + off, '*', len);
     }
 }
@@ -246,18 +250,31 @@ void cli_mask_passwords(char *list)
 static int set_global(cli_globals *g, int id, const char *name, const char *v)
 {
     switch (id) {
-    case G_NODES:
-        free(g->nodes_buf);
-        if (!(g->nodes_buf = strdup(v))) {
+    case G_NODES: {
+        /* Given more than once, the lists concatenate: joined with ',',
+         * which splits there since each list starts with a scheme. */
+        size_t had = g->nodes_buf ? strlen(g->nodes_buf) : 0;
+        char *joined = malloc(had + 1 + strlen(v) + 1);
+
+        if (!joined) {
             cli_error(name, "out of memory");
             return CLI_EX_SOFTWARE;
         }
+        if (had) {
+            memcpy(joined, g->nodes_buf, had);
+            joined[had++] = ',';
+            explicit_bzero(g->nodes_buf, strlen(g->nodes_buf));
+        }
+        strcpy(joined + had, v);
+        free(g->nodes_buf);
+        g->nodes_buf = joined;
         /* The copy is what is used; the argument itself is what `ps`
          * and /proc/PID/cmdline show, from now on without the password
          * (cli_resolve_nodes warns that it was visible until now). v
          * points into argv, which is ours to change. */
         cli_mask_passwords((char *)v);
         return 0;
+    }
     case G_QUORUM:
         return cli_parse_quorum(name, v, &g->quorum);
     case G_TLS_CA:
@@ -435,22 +452,22 @@ int cli_next(cli_args *a, const cli_opt *opts, const char **value)
 
 int cli_split_nodes(cli_globals *g, const char *src)
 {
-    char *p, *next;
+    char why[128];
+    int rc;
 
+    /* The library's splitter (config/nodelist.c), so --nodes, the config
+     * file and REDLOCK_NODES accept exactly what redlock_client_new_from_env
+     * accepts. */
     g->n_nodes = 0;
-    for (p = g->nodes_buf; p; p = next) {
-        next = strchr(p, ',');
-        if (next)
-            *next++ = '\0';
-        if (!*p) {
-            cli_error(src, "empty node URI in the list");
-            return CLI_EX_USAGE;
-        }
-        if (g->n_nodes == sizeof(g->nodes) / sizeof(g->nodes[0])) {
-            cli_error(src, "more than %zu nodes", sizeof(g->nodes) / sizeof(g->nodes[0]));
-            return CLI_EX_USAGE;
-        }
-        g->nodes[g->n_nodes++] = p;
+    rc = redlock__nodelist_split(g->nodes_buf, g->nodes, sizeof(g->nodes) / sizeof(g->nodes[0]),
+                                 &g->n_nodes, why, sizeof(why));
+    if (rc == REDLOCK_EURI) {
+        cli_error(src, "empty node URI in the list (%s)", why);
+        return CLI_EX_USAGE;
+    }
+    if (rc != REDLOCK_OK) {
+        cli_error(src, "%s", why);
+        return CLI_EX_USAGE;
     }
     if (g->quorum > 0 && (size_t)g->quorum > g->n_nodes) {
         cli_error("--quorum", "%d is more than the %zu node(s) given", g->quorum, g->n_nodes);

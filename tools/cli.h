@@ -160,7 +160,8 @@ void cli_mask_passwords(char *list);
  * else the file's). Returns 0 or an exit status after printing the error.
  */
 int cli_resolve_nodes(cli_globals *g);
-/* Splits g->nodes_buf at ',' into g->nodes and checks the quorum against
+/* Splits g->nodes_buf at each ',' before a scheme (so sentinel URIs keep
+ * their own commas) into g->nodes and checks the quorum against
  * the count; src names the list in messages. */
 int cli_split_nodes(cli_globals *g, const char *src);
 

@@ -196,6 +196,19 @@ typedef struct redlock_options {
      * hash with very many fields.
      */
     size_t max_reply_bytes;
+    /*
+     * ACL user and password for the sentinels of redis-sentinel:// and
+     * rediss-sentinel:// nodes (AUTH before SENTINEL GET-MASTER-ADDR-BY-NAME
+     * and before the +switch-master subscription). NULL (the default): the
+     * sentinels are asked without AUTH. They are separate from username and
+     * password, which with a sentinel URI's user info authenticate to the
+     * data nodes (the masters the sentinels name), as in Lettuce; a sentinel
+     * URI has no place for sentinel credentials, so they come only from
+     * here. Copied by redlock_client_new(); the caller keeps its strings.
+     * A user needs a password, as for the data nodes.
+     */
+    const char *sentinel_username;
+    const char *sentinel_password;
 } redlock_options;
 
 /* ------------------------------------------------------------------------ */
@@ -208,6 +221,21 @@ typedef struct redlock_client redlock_client;
  *   redis://[user[:password]@]host[:port][/db]      (port 6379, db 0)
  *   rediss://...                                     (TLS, see options.tls)
  *   unix:///path/to/socket[?db=N]
+ *   redis-sentinel://[user[:password]@]host[:port][,host[:port]...][/db]#MASTER
+ *   rediss-sentinel://...                            (TLS for sentinels and data)
+ * A sentinel URI (Lettuce's form, sentinel port 26379 by default) names a
+ * Sentinel-managed group: the node is whichever server the sentinels name
+ * as MASTER's master (checked with ROLE), asked at creation and again in
+ * the background after a failed connect, a -READONLY reply or a
+ * +switch-master message, so the node follows failovers. Its user info and
+ * db are the data node's; sentinel credentials are options.sentinel_*. With
+ * TLS, both are verified against options.tls.server_name if set, else each
+ * server's own host (the master's as the sentinels announce it). The first
+ * question is asked here, so with sentinels that do not answer this call
+ * takes up to about 2 * connect_timeout_ms per sentinel listed; a master
+ * not found yet is not an error (connecting to it fails until one is).
+ * Each sentinel node adds a background thread (its +switch-master
+ * subscription), joined by redlock_client_free().
  * IPv6 literals go in brackets ("redis://[::1]:7001"); user and password
  * may be percent-encoded. Connections are opened lazily, so an unreachable
  * node is not an error here. The client gets a fresh random UUID as its
@@ -618,7 +646,13 @@ REDLOCK_EXTERN int redlock_fenced_set(redlock_client *client, size_t node,
  * redlock_client_new() with the nodes taken from the environment, as the
  * redlock tool reads them:
  *   REDLOCK_NODES     the node URIs, separated by ',' (no spaces, no empty
- *                     entries), e.g. "redis://r1:6379,redis://r2:6379";
+ *                     entries), e.g. "redis://r1:6379,redis://r2:6379".
+ *                     The list is split only at a ',' followed by a scheme
+ *                     and "://" (or by another ',' or the end), since a
+ *                     sentinel URI has commas of its own, so every entry
+ *                     needs its scheme: "redis-sentinel://s1,s2#g1,
+ *                     redis-sentinel://s1,s2#g2" (without the space) is two
+ *                     nodes;
  *   REDLOCK_PASSWORD  if set and not empty, the password for every node,
  *                     unless opts->password is set (opts win). It overrides
  *                     passwords in the URIs, as options.password does.

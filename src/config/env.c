@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * REDLOCK_NODES and REDLOCK_PASSWORD, for redlock_client_new_from_env().
- * The list is split exactly as the redlock tool splits --nodes, so a value
- * that works for one works for the other. Messages name the variable and
+ * The list is split exactly as the redlock tool splits --nodes (one
+ * function, config/nodelist.c: at a ',' before a scheme, since sentinel
+ * URIs hold commas), so a value that works for one works for the other. Messages name the variable and
  * an entry's index, never an entry: its user info may hold a password.
  */
 #define _GNU_SOURCE
@@ -11,12 +12,14 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "config/nodelist.h"
 #include "core/error.h"
 
 int redlock__env_read(redlock__env *env, const redlock_options *opts)
 {
     const char *nodes = getenv("REDLOCK_NODES"), *password = getenv("REDLOCK_PASSWORD");
-    char *p, *next;
+    char why[128];
+    int rc;
 
     memset(env, 0, sizeof(*env));
     if (opts)
@@ -30,17 +33,10 @@ int redlock__env_read(redlock__env *env, const redlock_options *opts)
     if (!(env->list = strdup(nodes)))
         return redlock__fail(REDLOCK_ENOMEM, "out of memory");
     env->list_len = strlen(nodes);
-    for (p = env->list; p; p = next) {
-        next = strchr(p, ',');
-        if (next)
-            *next++ = '\0';
-        if (!*p)
-            return redlock__fail(REDLOCK_EURI, "REDLOCK_NODES: node %zu: empty URI", env->n);
-        if (env->n == REDLOCK_MAX_NODES)
-            return redlock__fail(REDLOCK_EINVAL, "REDLOCK_NODES: more than %d nodes",
-                                 REDLOCK_MAX_NODES);
-        env->uris[env->n++] = p;
-    }
+    rc = redlock__nodelist_split(env->list, env->uris, REDLOCK_MAX_NODES, &env->n, why,
+                                 sizeof(why));
+    if (rc != REDLOCK_OK)
+        return redlock__fail(rc, "REDLOCK_NODES: %s", why);
     return REDLOCK_OK;
 }
 

@@ -17,7 +17,8 @@ typedef struct redlock__env {
 } redlock__env;
 
 /*
- * Reads REDLOCK_NODES into env->uris (split at every ',', nothing trimmed)
+ * Reads REDLOCK_NODES into env->uris (split by redlock__nodelist_split:
+ * at each ',' before a scheme, nothing trimmed)
  * and fills env->opts from opts (NULL: defaults) with REDLOCK_PASSWORD as
  * the password unless opts has one. Returns REDLOCK_OK, or REDLOCK_ENONODES,
  * REDLOCK_EURI, REDLOCK_EINVAL, REDLOCK_ENOMEM with redlock_last_error() set;

@@ -5,6 +5,15 @@
  *   redis://[user[:password]@]host[:port][/[db]]    TCP, port 6379, db 0
  *   rediss://...                                    the same over TLS
  *   unix:///absolute/path[?db=N]                    Unix domain socket
+ *   redis-sentinel://[user[:password]@]host[:port][,host[:port]...][/[db]]#MASTER
+ *   rediss-sentinel://...                           the same over TLS
+ *
+ * A sentinel URI is Lettuce's form: the hosts are sentinels (port 26379
+ * by default), MASTER is the name they monitor, and the user info and db
+ * are for the data nodes (the master they name), as in Lettuce. Sentinel
+ * credentials come from the client options, never from the URI. The user
+ * info ends at the last '@' before the last '#', so a password may hold
+ * a raw '#' too; MASTER is made of [A-Za-z0-9._:-].
  *
  * Scheme names are case-insensitive. host is a name or IPv4 address made
  * of [A-Za-z0-9.-], or an IPv6 literal in brackets ("[::1]"). user and
@@ -42,8 +51,11 @@
 #define URI_DEFAULT_PORT 6379
 #define URI_DB_MAX 2147483647LL
 
+#define URI_MASTER_NAME_MAX 255
+
 typedef struct uri_parser {
     redlock__node_uri u; /* built here, moved to *out only on success */
+    int sentinel;        /* the scheme was redis-sentinel or rediss-sentinel */
     char *err;
     size_t err_cap;
 } uri_parser;
@@ -354,23 +366,59 @@ static size_t uri_span(const char *s, const char *end, const char *stop)
     return (size_t)(e - s);
 }
 
+/* "[user[:password]@]" at *s, up to the last '@' before end (a password
+ * may hold '@' percent-encoded or not); *s moves past it. */
+static int uri_skip_userinfo(uri_parser *p, const char **s, const char *end)
+{
+    const char *q, *at = NULL;
+    int rc;
+
+    for (q = *s; q < end; q++)
+        if (*q == '@')
+            at = q;
+    if (at == NULL)
+        return REDLOCK_OK;
+    rc = uri_parse_userinfo(p, *s, (size_t)(at - *s));
+    if (rc == REDLOCK_OK)
+        *s = at + 1;
+    return rc;
+}
+
+/* "/[db]" at *s (which points at the '/'): the db up to a stop character,
+ * if any; *s moves past what was read. */
+static int uri_parse_db_path(uri_parser *p, const char **s, const char *end, const char *stop)
+{
+    size_t n;
+    int rc;
+
+    (*s)++;
+    n = uri_span(*s, end, stop);
+    if (n > 0) {
+        rc = uri_parse_db(p, *s, n);
+        if (rc != REDLOCK_OK)
+            return rc;
+        *s += n;
+    }
+    return REDLOCK_OK;
+}
+
 /* "[user[:password]@]host[:port][/[db]]" after "redis://". */
 static int uri_parse_tcp(uri_parser *p, const char *s, const char *end)
 {
-    const char *at = NULL;
     const char *q;
     size_t n;
     int rc;
 
+    rc = uri_skip_userinfo(p, &s, end);
+    if (rc != REDLOCK_OK)
+        return rc;
+    /* Most likely a node list without schemes ("redis://a:1,b:2"): lists
+     * split only before a scheme, since sentinel URIs hold commas. */
     for (q = s; q < end; q++)
-        if (*q == '@')
-            at = q;
-    if (at != NULL) {
-        rc = uri_parse_userinfo(p, s, (size_t)(at - s));
-        if (rc != REDLOCK_OK)
-            return rc;
-        s = at + 1;
-    }
+        if (*q == ',')
+            return uri_fail(p, "',' after the host: in a node list every node needs its "
+                               "scheme (redis://a:1,redis://b:2); only redis-sentinel:// "
+                               "URIs list several hosts");
 
     if (s < end && *s == '[')
         rc = uri_parse_ipv6(p, s, end, &s);
@@ -390,18 +438,112 @@ static int uri_parse_tcp(uri_parser *p, const char *s, const char *end)
     }
 
     if (s < end && *s == '/') {
-        s++;
-        n = uri_span(s, end, "/?#");
-        if (n > 0) {
-            rc = uri_parse_db(p, s, n);
-            if (rc != REDLOCK_OK)
-                return rc;
-            s += n;
-        }
+        rc = uri_parse_db_path(p, &s, end, "/?#");
+        if (rc != REDLOCK_OK)
+            return rc;
     }
 
     if (s < end)
         return uri_trailing_junk(p, s, end);
+    return REDLOCK_OK;
+}
+
+/* One "host[:port]" of a sentinel list, s..end holding no ',' or '/'. */
+static int uri_parse_sentinel_host(uri_parser *p, const char *s, const char *end)
+{
+    redlock__sentinel_addr *a;
+    size_t n;
+    int rc;
+
+    if (s == end)
+        return uri_fail(p, "sentinel %d: empty host", p->u.n_sentinels + 1);
+    if (p->u.n_sentinels == REDLOCK__MAX_SENTINELS)
+        return uri_fail(p, "more than %d sentinels", REDLOCK__MAX_SENTINELS);
+    if (*s == '[')
+        rc = uri_parse_ipv6(p, s, end, &s);
+    else
+        rc = uri_parse_hostname(p, s, end, &s);
+    if (rc != REDLOCK_OK)
+        return rc;
+    p->u.port = REDLOCK__SENTINEL_DEFAULT_PORT;
+    if (s < end && *s == ':') {
+        s++;
+        n = (size_t)(end - s);
+        rc = uri_parse_port(p, s, n);
+        if (rc != REDLOCK_OK)
+            return rc;
+        s += n;
+    }
+    if (s < end)
+        return uri_trailing_junk(p, s, end);
+    a = &p->u.sentinels[p->u.n_sentinels++];
+    a->host = p->u.host;
+    a->port = p->u.port;
+    p->u.host = NULL;
+    return REDLOCK_OK;
+}
+
+/* "[user[:password]@]host[:port][,host[:port]...][/[db]]#MASTER" after
+ * "redis-sentinel://". */
+static int uri_parse_sentinel(uri_parser *p, const char *s, const char *end)
+{
+    const char *hash = NULL, *q, *list_end;
+    char shown[URI_ECHO_MAX + 4];
+    size_t n;
+    int rc;
+
+    for (q = s; q < end; q++)
+        if (*q == '#')
+            hash = q;
+    if (hash == NULL)
+        return uri_fail(p, "no master name: a sentinel URI ends in '#MASTERNAME'");
+    n = (size_t)(end - hash - 1);
+    if (n == 0)
+        return uri_fail(p, "empty master name after '#'");
+    if (n > URI_MASTER_NAME_MAX)
+        return uri_fail(p, "master name longer than %d bytes", URI_MASTER_NAME_MAX);
+    for (q = hash + 1; q < end; q++) {
+        if (!uri_is_alpha(*q) && !uri_is_digit(*q) && strchr("._:-", *q) == NULL) {
+            uri_echo(shown, sizeof(shown), q, 1);
+            return uri_fail(p, "bad character '%s' in master name (allowed: letters, "
+                               "digits, '.', '_', ':', '-')", shown);
+        }
+    }
+    if (!(p->u.master_name = uri_strndup(hash + 1, n)))
+        return uri_oom(p);
+    end = hash;
+
+    rc = uri_skip_userinfo(p, &s, end);
+    if (rc != REDLOCK_OK)
+        return rc;
+    if (!(p->u.sentinels = calloc(REDLOCK__MAX_SENTINELS, sizeof(*p->u.sentinels))))
+        return uri_oom(p);
+    list_end = s + uri_span(s, end, "/");
+    if (s == list_end)
+        return uri_fail(p, "empty host (a sentinel URI needs at least one sentinel)");
+    for (;;) {
+        n = uri_span(s, list_end, ",");
+        rc = uri_parse_sentinel_host(p, s, s + n);
+        if (rc != REDLOCK_OK)
+            return rc;
+        s += n;
+        if (s == list_end)
+            break;
+        s++; /* ',' */
+        if (s == list_end)
+            return uri_fail(p, "sentinel %d: empty host", p->u.n_sentinels + 1);
+    }
+    if (s < end) { /* '/' */
+        rc = uri_parse_db_path(p, &s, end, "/");
+        if (rc != REDLOCK_OK)
+            return rc;
+    }
+    if (s < end)
+        return uri_trailing_junk(p, s, end);
+    /* The first sentinel stands in as host and port (see uri.h). */
+    p->u.port = p->u.sentinels[0].port;
+    if (!(p->u.host = uri_strndup(p->u.sentinels[0].host, strlen(p->u.sentinels[0].host))))
+        return uri_oom(p);
     return REDLOCK_OK;
 }
 
@@ -477,21 +619,25 @@ static int uri_parse_scheme(uri_parser *p, const char *s, const char *end,
         e++;
     n = (size_t)(e - s);
     if (n == 0)
-        return uri_fail(p, "missing scheme (expected redis://, rediss:// "
-                           "or unix://)");
+        return uri_fail(p, "missing scheme (expected redis://, rediss://, "
+                           "unix:// or redis-sentinel://)");
     uri_echo(shown, sizeof(shown), s, n);
     if (end - e < 3 || memcmp(e, "://", 3) != 0)
         return uri_fail(p, "missing '://' after scheme '%s' (expected "
-                           "redis://, rediss:// or unix://)", shown);
+                           "redis://, rediss://, unix:// or redis-sentinel://)", shown);
     if (uri_scheme_is(s, n, "redis"))
         p->u.kind = REDLOCK__NODE_TCP;
     else if (uri_scheme_is(s, n, "rediss"))
         p->u.kind = REDLOCK__NODE_TLS;
     else if (uri_scheme_is(s, n, "unix"))
         p->u.kind = REDLOCK__NODE_UNIX;
+    else if (uri_scheme_is(s, n, "redis-sentinel"))
+        p->u.kind = REDLOCK__NODE_TCP, p->sentinel = 1;
+    else if (uri_scheme_is(s, n, "rediss-sentinel"))
+        p->u.kind = REDLOCK__NODE_TLS, p->sentinel = 1;
     else
-        return uri_fail(p, "unknown scheme '%s' (expected redis, rediss "
-                           "or unix)", shown);
+        return uri_fail(p, "unknown scheme '%s' (expected redis, rediss, "
+                           "unix, redis-sentinel or rediss-sentinel)", shown);
     *rest = e + 3;
     return REDLOCK_OK;
 }
@@ -504,6 +650,29 @@ static int uri_make_display(uri_parser *p)
     if (u->kind == REDLOCK__NODE_UNIX) {
         u->display = uri_strndup(u->path, strlen(u->path));
         return u->display ? REDLOCK_OK : uri_oom(p);
+    }
+    if (u->master_name != NULL) {
+        size_t used;
+        int i;
+
+        /* "MASTER@" then each sentinel as "[host]:port," (the last ','
+         * becomes the NUL). No user info: it may hold a password. */
+        cap = strlen(u->master_name) + 1;
+        for (i = 0; i < u->n_sentinels; i++)
+            cap += strlen(u->sentinels[i].host) + 2 + 1 + 5 + 1;
+        u->display = malloc(cap);
+        if (u->display == NULL)
+            return uri_oom(p);
+        used = (size_t)snprintf(u->display, cap, "%s@", u->master_name);
+        for (i = 0; i < u->n_sentinels; i++) {
+            const redlock__sentinel_addr *a = &u->sentinels[i];
+            int v6 = strchr(a->host, ':') != NULL;
+
+            used += (size_t)snprintf(u->display + used, cap - used, "%s%s%s:%d%s",
+                                     v6 ? "[" : "", a->host, v6 ? "]" : "", a->port,
+                                     i + 1 < u->n_sentinels ? "," : "");
+        }
+        return REDLOCK_OK;
     }
     /* Brackets, ':', five digits and the NUL. */
     cap = strlen(u->host) + 2 + 1 + 5 + 1;
@@ -554,6 +723,8 @@ static int uri_parse_all(uri_parser *p, const char *uri)
         return rc;
     if (p->u.kind == REDLOCK__NODE_UNIX)
         rc = uri_parse_unix(p, rest, end);
+    else if (p->sentinel)
+        rc = uri_parse_sentinel(p, rest, end);
     else
         rc = uri_parse_tcp(p, rest, end);
     if (rc != REDLOCK_OK)
@@ -599,5 +770,13 @@ void redlock__uri_clear(redlock__node_uri *u)
     if (u->password != NULL)
         uri_free_secret(u->password, strlen(u->password));
     free(u->display);
+    free(u->master_name);
+    if (u->sentinels != NULL) {
+        int i;
+
+        for (i = 0; i < u->n_sentinels; i++)
+            free(u->sentinels[i].host);
+        free(u->sentinels);
+    }
     memset(u, 0, sizeof(*u));
 }

@@ -72,6 +72,11 @@ static int copy_options(redlock_client *c, const redlock_options *o)
     c->password = redlock__strdup(o->password);
     if ((o->username && !c->username) || (o->password && !c->password))
         return REDLOCK_ENOMEM;
+    c->sentinel_username = redlock__strdup(o->sentinel_username);
+    c->sentinel_password = redlock__strdup(o->sentinel_password);
+    if ((o->sentinel_username && !c->sentinel_username) ||
+        (o->sentinel_password && !c->sentinel_password))
+        return REDLOCK_ENOMEM;
     for (i = 0; i < 5; i++) {
         c->tls_strings[i] = redlock__strdup(tls[i]);
         if (tls[i] && !c->tls_strings[i])
@@ -106,6 +111,12 @@ static int setup_nodes(redlock_client *c, const char *const *uris, const redlock
         if (n->username && !n->password)
             return redlock__fail(REDLOCK_EINVAL, "node %zu (%s): user without password", i,
                                  n->uri.display);
+        /* Only sentinel nodes use them (transport/sentinel.c). */
+        n->sentinel_username = c->sentinel_username;
+        n->sentinel_password = c->sentinel_password;
+        if (n->uri.master_name && c->sentinel_username && !c->sentinel_password)
+            return redlock__fail(REDLOCK_EINVAL, "node %zu (%s): sentinel_username without "
+                                                 "sentinel_password", i, n->uri.display);
         if (n->uri.kind == REDLOCK__NODE_TLS) {
             /* Loud even without a log_fn: a client that does not verify
              * the server hands its password and its locks to anyone on
@@ -175,6 +186,10 @@ static void client_destroy(redlock_client *c)
     if (c->password)
         explicit_bzero(c->password, strlen(c->password));
     free(c->password);
+    free(c->sentinel_username);
+    if (c->sentinel_password)
+        explicit_bzero(c->sentinel_password, strlen(c->sentinel_password));
+    free(c->sentinel_password);
     for (i = 0; i < 5; i++)
         free(c->tls_strings[i]);
     free(c);

@@ -66,6 +66,8 @@ struct redlock_client {
     void *log_userdata;
     redlock_log_level log_level;
     char *username, *password;
+    /* Sentinel nodes' sentinel credentials (options.sentinel_*). */
+    char *sentinel_username, *sentinel_password;
     char *tls_strings[5];           /* copies behind the node configs */
 
     redlock__watchdog wd;

@@ -180,6 +180,30 @@ static int open_unix(redlock__conn *c)
     return conn_fail(c, REDLOCK_ECONNECT, "connect: %s", strerror(errno));
 }
 
+int redlock__node_watch_sentinel(const redlock__node *n, int timeout_ms)
+{
+    redlock__sentinel_cfg cfg;
+
+    if (!n->uri.master_name || !n->addrs)
+        return REDLOCK_OK;
+    memset(&cfg, 0, sizeof(cfg));
+    cfg.uri = &n->uri;
+    cfg.sentinel_username = n->sentinel_username;
+    cfg.sentinel_password = n->sentinel_password;
+    cfg.username = n->username;
+    cfg.password = n->password;
+    if (n->uri.kind == REDLOCK__NODE_TLS) {
+        cfg.ssl_ctx = n->ssl_ctx;
+        /* The client's tls.server_name, if it set one; otherwise each
+         * server is verified against its own host (see conn_tls_name). */
+        cfg.tls_name = n->tls_server_name != n->uri.host ? n->tls_server_name : NULL;
+        cfg.tls_verify = n->tls_verify;
+    }
+    cfg.timeout_ms = timeout_ms > 0 ? timeout_ms : 1000;
+    return redlock__resolver_watch_sentinel(n->resolver, n->addrs, &cfg) == 0 ? REDLOCK_OK
+                                                                               : REDLOCK_ENOMEM;
+}
+
 /* A failed connect may mean the name points elsewhere now. */
 static void refresh_addrs(redlock__conn *c)
 {
@@ -196,6 +220,14 @@ static int open_tcp(redlock__conn *c)
     /* Addresses resolved when the client was made (or since, in the
      * background): connecting never waits on DNS. */
     n = c->node->addrs ? redlock__addrs_get(c->node->addrs, addr, len, &gai) : 0;
+    if (n == 0 && c->node->uri.master_name) {
+        char why[160];
+
+        redlock__addrs_master(c->node->addrs, NULL, 0, NULL, why, sizeof(why));
+        refresh_addrs(c);
+        return conn_fail(c, REDLOCK_ECONNECT, "no master known yet (%s; asked again in the "
+                                              "background)", why[0] ? why : "not asked yet");
+    }
     if (n == 0) {
         refresh_addrs(c);
         return conn_fail(c, REDLOCK_ECONNECT, "resolve: %s (looked up again in the background)",
@@ -225,12 +257,46 @@ static int open_tcp(redlock__conn *c)
     return conn_fail(c, REDLOCK_ECONNECT, "connect: %s", strerror(saved));
 }
 
+/* A sentinel node's connection to a master that is no longer the one the
+ * resolver names (or that answered -READONLY) is closed here, at its next
+ * use, so requests go to the new master. Closing settles what it still
+ * owed as lost, exactly as a connection error would. */
+static int conn_outdated(redlock__conn *c)
+{
+    uint64_t gen = 0;
+
+    if (!c->node->uri.master_name || !c->node->addrs)
+        return 0;
+    if (c->stale)
+        return 1;
+    redlock__addrs_master(c->node->addrs, NULL, 0, &gen, NULL, 0);
+    return gen != c->gen;
+}
+
+/* The name a TLS data connection verifies: the client's tls.server_name
+ * if set, else the URI's host; for a sentinel node without an override,
+ * the master's host as the sentinels announced it (buf). */
+static const char *conn_tls_name(redlock__conn *c, char *buf, size_t cap)
+{
+    const redlock__node *n = c->node;
+
+    if (!n->uri.master_name || n->tls_server_name != n->uri.host || !n->addrs)
+        return n->tls_server_name;
+    redlock__addrs_master(n->addrs, buf, cap, NULL, NULL, 0);
+    return buf[0] ? buf : n->tls_server_name;
+}
+
 int redlock__conn_open(redlock__conn *c)
 {
     int rc;
 
+    if (c->state != REDLOCK__CONN_CLOSED && conn_outdated(c))
+        redlock__conn_close(c);
     if (c->state != REDLOCK__CONN_CLOSED)
         return REDLOCK_OK;
+    c->stale = 0;
+    if (c->node->uri.master_name && c->node->addrs)
+        redlock__addrs_master(c->node->addrs, NULL, 0, &c->gen, NULL, 0);
     c->errmsg[0] = '\0';
     c->reader = redlock__reader_create();
     if (!c->reader)
@@ -239,9 +305,9 @@ int redlock__conn_open(redlock__conn *c)
     if (rc)
         return rc;
     if (c->node->uri.kind == REDLOCK__NODE_TLS) {
-        char err[128];
+        char err[128], name[REDLOCK__MASTER_HOST_MAX];
 
-        rc = redlock__tls_ssl_new(c->node->ssl_ctx, c->fd, c->node->tls_server_name,
+        rc = redlock__tls_ssl_new(c->node->ssl_ctx, c->fd, conn_tls_name(c, name, sizeof(name)),
                                   c->node->tls_verify, &c->ssl, err, sizeof(err));
         if (rc)
             return conn_fail(c, rc, "%s", err);
@@ -552,6 +618,20 @@ static void wipe_sent_auth(redlock__conn *c)
     c->auth_len = 0;
 }
 
+/* -READONLY from a sentinel node: the master we reach was demoted (a
+ * failover the connection did not see break; a script's write on a
+ * replica may carry it inside a longer message). Ask the resolver for the
+ * new master, in the background, and reopen this connection at its next
+ * use; the reply itself still goes to its reader. */
+static void note_reply(redlock__conn *c, const redisReply *r)
+{
+    if (r->type != REDIS_REPLY_ERROR || !c->node->uri.master_name || !r->str ||
+        strstr(r->str, "READONLY") == NULL)
+        return;
+    c->stale = 1;
+    refresh_addrs(c);
+}
+
 int redlock__conn_next_reply(redlock__conn *c, redisReply **out)
 {
     for (;;) {
@@ -601,6 +681,9 @@ int redlock__conn_next_reply(redlock__conn *c, redisReply **out)
             }
             continue;
         }
+        /* Abandoned replies count too: a release nobody waited for can be
+         * the first to meet a demoted master. */
+        note_reply(c, r);
         /* The preloads' answers carry nothing: an error (a user without
          * SCRIPT rights) leaves EVALSHA's NOSCRIPT fallback to work. */
         if (c->preload || c->skip) {

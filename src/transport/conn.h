@@ -33,6 +33,10 @@ typedef struct redlock__node {
     /* TCP and TLS nodes: the host's addresses, and who refreshes them. */
     struct redlock__addrs *addrs;
     struct redlock__resolver *resolver;
+    /* Sentinel nodes (uri.master_name set): the sentinels' credentials,
+     * from the client options (never the URI); NULL: none. */
+    const char *sentinel_username;
+    const char *sentinel_password;
 } redlock__node;
 
 typedef enum redlock__conn_state {
@@ -84,9 +88,22 @@ typedef struct redlock__conn {
      * ppoll and then recv. rcvtimeo_ms caches the socket's SO_RCVTIMEO. */
     int blocking;
     int64_t rcvtimeo_ms;
+    /* Sentinel nodes: the master generation this connection reached, and
+     * whether the node called itself a replica (-READONLY) since. Either
+     * way the connection is reopened at its next use, on the master the
+     * resolver names then. */
+    uint64_t gen;
+    int stale;
 } redlock__conn;
 
 void redlock__conn_init(redlock__conn *c, const redlock__node *node);
+
+/* For a Sentinel-managed node (uri.master_name set; a no-op otherwise):
+ * asks its sentinels for the master now and starts following it (see
+ * transport/resolve.h). Called once per node at client creation, before
+ * any connection is opened. Returns REDLOCK_OK, or REDLOCK_ENOMEM when
+ * the node's watcher thread could not start. */
+int redlock__node_watch_sentinel(const redlock__node *n, int timeout_ms);
 
 /* Opens the socket if closed (non-blocking connect, TLS set-up, queued
  * AUTH/SELECT). Returns REDLOCK_OK or an error with c->errmsg set. */

@@ -323,6 +323,8 @@ int redlock__fanout_conns(redlock__conn *conns, const redlock__batch *batches,
 int redlock__net_init(redlock__net *net, const redlock__node *nodes, size_t n_nodes,
                       int connect_timeout_ms)
 {
+    size_t i;
+
     memset(net, 0, sizeof(*net));
     net->nodes = nodes;
     net->n_nodes = n_nodes;
@@ -332,6 +334,11 @@ int redlock__net_init(redlock__net *net, const redlock__node *nodes, size_t n_no
         return REDLOCK_ENOMEM;
     pthread_mutex_init(&net->mu, NULL);
     pthread_cond_init(&net->drained, NULL);
+    /* Sentinel nodes learn their master here, the one transport call made
+     * with every node at client creation, before any connection opens. */
+    for (i = 0; i < n_nodes; i++)
+        if (redlock__node_watch_sentinel(&nodes[i], connect_timeout_ms) != REDLOCK_OK)
+            return REDLOCK_ENOMEM;
     return REDLOCK_OK;
 }
 

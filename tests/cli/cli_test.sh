@@ -46,6 +46,9 @@ case_usage() {
 port 99999|-n redis://127.0.0.1:99999 status x
 unknown scheme|-n foo://127.0.0.1:1 status x
 empty node URI|-n redis://127.0.0.1:1,,redis://127.0.0.1:2 status x
+every node needs its scheme|-n redis://127.0.0.1:1,127.0.0.1:2 status x
+no master name|-n redis-sentinel://127.0.0.1:1,127.0.0.1:2 status x
+sentinel 2: empty host|-n redis-sentinel://127.0.0.1:1,#m status x
 --nodes|-n 'redis://' status x
 --nodes|-n 'redis://127.0.0.1:abc' exec x -- true
 unknown option '--bogus'|--bogus status x
@@ -1292,6 +1295,34 @@ case_metrics() {
   expect_one_error_line "--metrics with --json"
   run status --help
   grep -q -- "--metrics" "$WORK/out" || fail "status --help does not mention --metrics"
+}
+
+# Sentinel members: lists split only before a scheme (a sentinel URI keeps
+# its own commas), and -n given twice concatenates.
+case_sentinel() {
+  local attempt s uri1 uri2
+  for attempt in 1 2 3; do
+    BASE=$(free_base 7) || fail "no free ports"
+    "$RIG" start --sentinel 2 --base-port "$BASE" --dir "$RIG_DIR" >/dev/null && break
+    "$RIG" stop --dir "$RIG_DIR" >/dev/null 2>&1 || true
+    rm -rf "$RIG_DIR"
+    [ "$attempt" != 3 ] || fail "could not start the sentinel rig"
+  done
+  s=$("$RIG" env --dir "$RIG_DIR" | sed -n 's/^RIG_SENTINELS=//p')
+  case "$s" in *,*) ;; *) fail "RIG_SENTINELS is not a list: '$s'";; esac
+  uri1="redis-sentinel://$s#group1"
+  uri2="redis-sentinel://$s#group2"
+  unset REDLOCK_NODES
+  run -n "$uri1" -n "$uri2" -q all exec sn -- true
+  expect_rc 0 "exec over two sentinel groups (-n twice)"
+  REDLOCK_NODES="$uri1,$uri2" run --json status sn
+  expect_rc 0 "status with two sentinel URIs in REDLOCK_NODES"
+  python3 -c 'import json,sys; s=json.load(open(sys.argv[1])); assert len(s["nodes"]) == 2, s' \
+    "$WORK/out" || fail "REDLOCK_NODES with two sentinel URIs: $(cat "$WORK/out")"
+  printf 'nodes = %s,%s\n' "$uri1" "$uri2" >"$WORK/s.conf"
+  run --config "$WORK/s.conf" -q all exec sn -- true
+  expect_rc 0 "exec with two sentinel URIs in a config file"
+  note "sentinel URIs in -n (twice), REDLOCK_NODES and a config file"
 }
 
 "case_$CASE"

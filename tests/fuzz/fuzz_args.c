@@ -24,6 +24,7 @@
 #include <string.h>
 
 #include "cli.h"
+#include "config/nodelist.h"
 
 #define MAX_ARGS 64
 #define MAX_INPUT 4096
@@ -122,7 +123,9 @@ static void check_nodes(const cli_globals *g)
 
     require(g->n_nodes >= 1 && g->n_nodes <= 64, "node count out of range");
     for (i = 0; i < g->n_nodes; i++)
-        require(g->nodes[i][0] && !strchr(g->nodes[i], ','), "bad node in the split list");
+        /* An item may hold ',' (a sentinel URI's hosts), never a split point. */
+        require(g->nodes[i][0] && *redlock__nodelist_item_end(g->nodes[i]) == '\0',
+                "bad node in the split list");
     require(g->quorum == 0 || g->quorum == REDLOCK_QUORUM_ALL ||
                 (g->quorum >= 1 && (size_t)g->quorum <= g->n_nodes),
             "quorum out of range");

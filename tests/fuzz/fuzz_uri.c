@@ -5,7 +5,9 @@
  * a success is a complete, in-range node; a failure leaves *out empty and
  * a message that never quotes the user info (which holds the password);
  * and a parsed TCP node printed back as "redis://<display>/<db>" parses to
- * the same host, port and db.
+ * the same host, port and db (a sentinel node, printed back as
+ * "redis-sentinel://<sentinels>/<db>#<master>", to the same sentinels, db
+ * and master name).
  */
 #include <stdint.h>
 #include <stdio.h>
@@ -29,7 +31,8 @@ static void require(int ok, const char *what, const char *uri)
 static int is_empty(const redlock__node_uri *u)
 {
     return u->kind == 0 && !u->host && !u->port && !u->path && !u->username &&
-           !u->password && !u->db && !u->display;
+           !u->password && !u->db && !u->display && !u->master_name && !u->sentinels &&
+           !u->n_sentinels;
 }
 
 static void check_success(const redlock__node_uri *u, const char *uri)
@@ -48,6 +51,44 @@ static void check_success(const redlock__node_uri *u, const char *uri)
     require(u->host && *u->host, "TCP node without a host", uri);
     require(u->port >= 1 && u->port <= 65535, "port out of range", uri);
     require(!u->path, "TCP node with a path", uri);
+    if (u->master_name) {
+        int i;
+
+        require(*u->master_name, "empty master name", uri);
+        require(u->sentinels && u->n_sentinels >= 1 && u->n_sentinels <= REDLOCK__MAX_SENTINELS,
+                "sentinel count out of range", uri);
+        for (i = 0; i < u->n_sentinels; i++)
+            require(u->sentinels[i].host && *u->sentinels[i].host &&
+                        u->sentinels[i].port >= 1 && u->sentinels[i].port <= 65535,
+                    "bad sentinel", uri);
+        require(strcmp(u->host, u->sentinels[0].host) == 0 && u->port == u->sentinels[0].port,
+                "host and port are not the first sentinel's", uri);
+    } else {
+        require(!u->sentinels && !u->n_sentinels, "sentinels without a master name", uri);
+    }
+}
+
+/* "redis-sentinel://<sentinels>/<db>#<master>" from the display name
+ * ("<master>@<sentinels>") must describe the same node. */
+static void check_sentinel_round_trip(const redlock__node_uri *u, const char *uri)
+{
+    char again[MAX_INPUT + 600], err[128];
+    redlock__node_uri v;
+    int rc, i;
+
+    snprintf(again, sizeof(again), "redis-sentinel://%s/%d#%s", strchr(u->display, '@') + 1,
+             u->db, u->master_name);
+    memset(&v, 0, sizeof(v));
+    rc = redlock__uri_parse(again, &v, err, sizeof(err));
+    require(rc == REDLOCK_OK, "sentinel display name does not parse back", uri);
+    require(strcmp(v.master_name, u->master_name) == 0, "master changed on the round trip", uri);
+    require(v.db == u->db, "db changed on the round trip", uri);
+    require(v.n_sentinels == u->n_sentinels, "sentinel count changed on the round trip", uri);
+    for (i = 0; i < u->n_sentinels; i++)
+        require(strcmp(v.sentinels[i].host, u->sentinels[i].host) == 0 &&
+                    v.sentinels[i].port == u->sentinels[i].port,
+                "sentinel changed on the round trip", uri);
+    redlock__uri_clear(&v);
 }
 
 /* "redis://<display>/<db>" must describe the same node. */
@@ -57,6 +98,10 @@ static void check_round_trip(const redlock__node_uri *u, const char *uri)
     redlock__node_uri v;
     int rc;
 
+    if (u->master_name) {
+        check_sentinel_round_trip(u, uri);
+        return;
+    }
     if (u->kind == REDLOCK__NODE_UNIX || strlen(u->display) > 500)
         return;
     snprintf(again, sizeof(again), "redis://%s/%d", u->display, u->db);

@@ -425,8 +425,8 @@ END_TEST
 
 START_TEST(test_bad_scheme)
 {
-    PARSE_BAD("http://h", "unknown scheme 'http' (expected redis, rediss or "
-                          "unix)");
+    PARSE_BAD("http://h", "unknown scheme 'http' (expected redis, rediss, "
+                          "unix, redis-sentinel or rediss-sentinel)");
     PARSE_BAD("redis+tls://h", "unknown scheme 'redis+tls'");
     PARSE_BAD("redi://h", "unknown scheme 'redi'");
     PARSE_BAD("localhost:6379", "missing '://' after scheme 'localhost'");

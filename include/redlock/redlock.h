@@ -438,7 +438,7 @@ REDLOCK_EXTERN void redlock_lock_set_on_lost(redlock_lock *lock,
  * even with wait_ms < 0), REDLOCK_EAUTH / REDLOCK_ETLS / REDLOCK_ECONFIG
  * (members refusing for good leave fewer than a quorum: ends at once; a
  * lone refusing member among enough healthy ones is logged once, as a
- * warning), REDLOCK_ECANCELED (redlock_client_cancel()), REDLOCK_EINVAL,
+ * warning), REDLOCK_ECANCELED (redlock_client_cancel(), redlock_acquire_cancel()), REDLOCK_EINVAL,
  * REDLOCK_ECLOSED. While waiting, a waiter
  * is woken by the release message of any member and otherwise retries when
  * the holder's TTL runs out or after a random delay. Called right after
@@ -449,6 +449,19 @@ REDLOCK_EXTERN void redlock_lock_set_on_lost(redlock_lock *lock,
 REDLOCK_EXTERN int redlock_acquire_as(redlock_lock *lock, uint64_t owner,
                                       int64_t wait_ms, int64_t lease_ms)
     REDLOCK_WARN_UNUSED;
+
+/*
+ * Ends every acquire of this lock handle that is in progress when it is
+ * called, on any thread: each returns REDLOCK_ECANCELED within about one
+ * node timeout (the attempt in flight is finished first, and aborted like
+ * any failed attempt, so nothing is left granted on a member). An acquire
+ * whose attempt in flight is granted returns REDLOCK_OK instead: the
+ * caller holds the lock. Acquires that start later are not affected, nor
+ * other lock handles (unlike redlock_client_cancel()). With
+ * disable_pubsub a waiter notices at its next retry (see retry_delay_ms).
+ * Thread-safe; never blocks; NULL is ignored.
+ */
+REDLOCK_EXTERN void redlock_acquire_cancel(redlock_lock *lock);
 
 /* Blocks until held; watchdog lease. */
 REDLOCK_EXTERN int redlock_lock_acquire(redlock_lock *lock) REDLOCK_WARN_UNUSED;

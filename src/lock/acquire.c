@@ -140,6 +140,7 @@ typedef struct acquire {
     int woken;               /* the last wait ended on a release message */
     int losses;              /* races lost in a row (see backoff_until) */
     int unavailable;         /* ended on the unavailable timeout */
+    uint64_t cancels;        /* the lock's cancel count when this began */
     /* Hand-off latency: from when a waiter last learned the lock may be
      * free (a release message, the holder's TTL, a retry delay) to its
      * grant. A flag, not a zero time: a fake transport's clock starts at 0. */
@@ -188,6 +189,13 @@ static int attempt_once(acquire *a)
     return rc;
 }
 
+/* Whether the client, or this lock since the acquire began, was canceled. */
+static int canceled(const acquire *a)
+{
+    return redlock__canceled(a->c) ||
+           __atomic_load_n(&a->l->cancels, __ATOMIC_ACQUIRE) != a->cancels;
+}
+
 /* Step: after a failed attempt, whether the wait is over; *rc becomes the
  * caller's answer if it is. */
 static int wait_is_over(acquire *a, int *rc)
@@ -198,7 +206,7 @@ static int wait_is_over(acquire *a, int *rc)
      * here: the attempt already returned their code. */
     if (!redlock__attempt_retryable(*rc))
         return 1;
-    if (redlock__canceled(a->c)) {
+    if (canceled(a)) {
         *rc = REDLOCK_ECANCELED;
         return 1;
     }
@@ -311,6 +319,7 @@ int redlock_acquire_as(redlock_lock *l, uint64_t owner, int64_t wait_ms, int64_t
     if (redlock__canceled(a.c))
         return redlock__fail(REDLOCK_ECANCELED, "lock '%s': the client was canceled",
                              l->members[0].name);
+    a.cancels = __atomic_load_n(&l->cancels, __ATOMIC_ACQUIRE);
     redlock__owner_field(a.c, owner, a.field, sizeof(a.field));
     a.start_ns = now_of(&a);
     a.deadline_ns = wait_ms < 0 ? INT64_MAX : a.start_ns + wait_ms * REDLOCK__NS_PER_MS;
@@ -327,6 +336,12 @@ int redlock_acquire_as(redlock_lock *l, uint64_t owner, int64_t wait_ms, int64_t
         }
         if (sleep_until_next(&a, rc) == REDLOCK_ECLOSED) {
             rc = REDLOCK_ECLOSED;
+            break;
+        }
+        /* Woken by a cancel: no further attempt, so nothing more is
+         * granted (the failed attempts were aborted as they failed). */
+        if (canceled(&a)) {
+            rc = REDLOCK_ECANCELED;
             break;
         }
     }

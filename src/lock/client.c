@@ -323,6 +323,17 @@ void redlock_client_cancel(redlock_client *c)
         redlock__pubsub_kick(c->net.pubsub);
 }
 
+void redlock_acquire_cancel(redlock_lock *l)
+{
+    if (!l)
+        return;
+    __atomic_add_fetch(&l->cancels, 1, __ATOMIC_ACQ_REL);
+    /* Wakes every waiter of the client; the others find nothing changed
+     * and try again, as after any wake-up. */
+    if (l->client->net.pubsub)
+        redlock__pubsub_kick(l->client->net.pubsub);
+}
+
 
 const char *redlock_client_id(const redlock_client *c)
 {

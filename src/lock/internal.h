@@ -150,6 +150,7 @@ struct redlock_lock {
     int lost_reason;
 
     int64_t unavailable_since_ns;  /* no quorum reachable since (atomic) */
+    uint64_t cancels;              /* redlock_acquire_cancel() calls (atomic) */
     /* Watchdog list membership, guarded by client->wd.mu. */
     struct redlock_lock *wd_next;
     int wd_pins;                   /* ticks using this lock; changed under

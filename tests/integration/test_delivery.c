@@ -466,6 +466,7 @@ END_TEST
 
 typedef struct waiter {
     redlock_lock *l;
+    uint64_t owner;  /* 0: 77 */
     int rc;
     int64_t done_ms;
 } waiter;
@@ -474,7 +475,7 @@ static void *wait_forever(void *arg)
 {
     waiter *w = arg;
 
-    w->rc = redlock_acquire_as(w->l, 77, -1, 30000);
+    w->rc = redlock_acquire_as(w->l, w->owner ? w->owner : 77, -1, 30000);
     w->done_ms = rig_now_ms();
     return NULL;
 }
@@ -514,6 +515,67 @@ START_TEST(test_cancel_ends_a_waiter)
         redisFree(ctx);
     }
     ck_assert_int_eq(redlock_unlock(hl), REDLOCK_OK);
+    redlock_lock_free(l);
+    redlock_lock_free(hl);
+    redlock_client_free(c);
+    redlock_client_free(holder);
+}
+END_TEST
+
+/* redlock_acquire_cancel() ends the acquires of one handle in progress, at
+ * once and leaving nothing behind; another handle's waiter, and later
+ * acquires of the same handle, go on. */
+START_TEST(test_acquire_cancel_ends_one_handles_waiters)
+{
+    redlock_client *holder = client_new(50), *c = client_new(50);
+    redlock_lock *hl, *l, *other;
+    char name[96], field[128];
+    pthread_t th, th_other;
+    waiter w, w_other;
+    int64_t t0;
+    size_t i;
+
+    rig_unique_name(name, sizeof(name), "deliv", "lockcancel");
+    ck_assert_int_eq(redlock_lock_new(holder, name, NULL, &hl), REDLOCK_OK);
+    ck_assert_int_eq(redlock_lock_new(c, name, NULL, &l), REDLOCK_OK);
+    ck_assert_int_eq(redlock_lock_new(c, name, NULL, &other), REDLOCK_OK);
+    /* Nothing in progress: a cancel changes nothing for later acquires. */
+    redlock_acquire_cancel(l);
+    redlock_acquire_cancel(NULL);
+    ck_assert_int_eq(redlock_try_lock_for(hl, 0, 30000), REDLOCK_OK);
+    memset(&w, 0, sizeof(w));
+    memset(&w_other, 0, sizeof(w_other));
+    w.l = l;
+    w_other.l = other;
+    w_other.owner = 78;
+    ck_assert_int_eq(pthread_create(&th, NULL, wait_forever, &w), 0);
+    ck_assert_int_eq(pthread_create(&th_other, NULL, wait_forever, &w_other), 0);
+    rig_sleep_ms(300);
+    t0 = rig_now_ms();
+    redlock_acquire_cancel(l);
+    pthread_join(th, NULL);
+    ck_assert_int_eq(w.rc, REDLOCK_ECANCELED);
+    fprintf(stderr, "acquire_cancel ended the waiter after %lld ms\n",
+            (long long)(w.done_ms - t0));
+    ck_assert_int_lt(w.done_ms - t0, 1000);
+    /* The other handle still waits, and gets the lock once it is free. */
+    rig_sleep_ms(200);
+    ck_assert_int_eq(w_other.done_ms, 0);
+    snprintf(field, sizeof(field), "%s:77", redlock_client_id(c));
+    for (i = 0; i < N_NODES; i++) {
+        redisContext *ctx = node_conn(i);
+
+        ck_assert_int_eq(hget_count(ctx, name, field), 0);
+        redisFree(ctx);
+    }
+    ck_assert_int_eq(redlock_unlock(hl), REDLOCK_OK);
+    pthread_join(th_other, NULL);
+    ck_assert_int_eq(w_other.rc, REDLOCK_OK);
+    ck_assert_int_eq(redlock_unlock_as(other, 78), REDLOCK_OK);
+    /* Not sticky: the canceled handle acquires again. */
+    ck_assert_int_eq(redlock_acquire_as(l, 77, 0, 30000), REDLOCK_OK);
+    ck_assert_int_eq(redlock_unlock_as(l, 77), REDLOCK_OK);
+    redlock_lock_free(other);
     redlock_lock_free(l);
     redlock_lock_free(hl);
     redlock_client_free(c);
@@ -687,6 +749,7 @@ int main(void)
     RIG_ADD_CASE(s, test_failed_attempt_then_free, 60);
     RIG_ADD_CASE(s, test_bulk_release_frozen_node, 120);
     RIG_ADD_CASE(s, test_cancel_ends_a_waiter, 30);
+    RIG_ADD_CASE(s, test_acquire_cancel_ends_one_handles_waiters, 30);
     RIG_ADD_CASE(s, test_unavailable_quorum_ends_forever_wait, 30);
     RIG_ADD_CASE(s, test_wrong_type_fails_fast, 30);
     RIG_ADD_CASE(s, test_straggler_acquire_after_script_flush, 60);

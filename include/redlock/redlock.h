@@ -85,7 +85,8 @@ extern "C" {
     XX(ERANGE, "value out of range")                                           \
     XX(ECANCELED, "operation canceled")                                        \
     XX(ECONFIG, "node refused the request for good (wrong type, bad db)")    \
-    XX(ENONODES, "no nodes configured")
+    XX(ENONODES, "no nodes configured")                                        \
+    XX(EREPLICAS, "too few replicas acknowledged the write")
 
 typedef enum redlock_err {
 #define REDLOCK_ERR_ENUM_(name, msg) REDLOCK_##name,
@@ -350,6 +351,28 @@ typedef struct redlock_lock_options {
      * keep other secrets out of it.
      */
     const char *holder_command;
+    /*
+     * Replica acknowledgement, for members that are masters with replicas
+     * (e.g. Sentinel-managed groups). replica_acks > 0: a member's grant
+     * counts toward the quorum only once WAIT confirmed that many replicas
+     * received it (WAIT is pipelined behind the acquire on the same
+     * connection: no extra round trip, but the grant waits for the
+     * replicas). A grant without the acknowledgement counts as a failed
+     * member (REDLOCK_EREPLICAS in its report) and is undone like one when
+     * the attempt fails. Watchdog renewals use the same rule: a renewal
+     * that is not acknowledged is not a genuine renewal. 0 (the default):
+     * no WAIT, a master's failover can lose the grant (see the README's
+     * "High availability").
+     */
+    int replica_acks;
+    /* WAIT's timeout; 0: the client's node timeout. The request deadline
+     * of the acquire and renewal grows by it. */
+    int replica_timeout_ms;
+    /* Nonzero (with replica_acks > 0): WAITAOF 0 replica_acks instead of
+     * WAIT, so the replicas also wrote it to their append-only file. Needs
+     * Redis 7.2 or later: an older server's refusal fails the member with
+     * REDLOCK_ECONFIG (a refusal for good), saying so. */
+    int replica_wait_aof;
 } redlock_lock_options;
 
 typedef struct redlock_member {
@@ -564,6 +587,9 @@ typedef struct redlock_member_report {
     int64_t pttl_ms;             /* HELD_ELSEWHERE: the holder's TTL */
     int64_t latency_us;          /* request to reply, -1 without reply */
     char message[128];           /* server or transport message, or "" */
+    /* Added in 0.2: replicas that acknowledged the grant (replica_acks
+     * > 0), -1 when none were asked or no answer came. */
+    int replicas_acked;
 } redlock_member_report;
 
 /* The per-member outcome of the calling thread's most recent acquire or

@@ -225,6 +225,7 @@ redlock_member_report *redlock__report_begin(redlock_lock *l)
     for (i = 0; i < l->n; i++) {
         memset(&thread_report.members[i], 0, sizeof(thread_report.members[i]));
         thread_report.members[i].latency_us = -1;
+        thread_report.members[i].replicas_acked = -1;
     }
     return thread_report.members;
 }

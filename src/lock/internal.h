@@ -19,6 +19,11 @@
 #include "lock/retry.h"
 
 #define REDLOCK__MAX_NODES REDLOCK_MAX_NODES
+/* More replicas than a master could usefully have: a typo, not a setup. */
+#define REDLOCK__MAX_REPLICA_ACKS 64
+/* WAIT's timeout when neither the lock nor the client sets one: the
+ * default node timeout's order, since a grant waits for it. */
+#define REDLOCK__DEFAULT_REPLICA_TIMEOUT_MS 50
 #define REDLOCK__MAX_NAME 65536
 #define REDLOCK__LOST_MEMORY 4     /* lost owners a handle remembers */
 #define REDLOCK__RELEASE_MSG "0"   /* what Redisson publishes */
@@ -124,6 +129,12 @@ struct redlock_lock {
     size_t n;
     int quorum;
     int fencing;
+    /* Replica acknowledgement (options.replica_*): 0, or WAIT/WAITAOF for
+     * that many replicas behind every grant and renewal (quorum.c,
+     * watchdog.c); the timeout in ms, always > 0 when acks are asked. */
+    int replica_acks;
+    int replica_timeout_ms;
+    int replica_wait_aof;
     redlock__lock_member *members;
     redlock_on_lost_fn on_lost;
     void *on_lost_ud;

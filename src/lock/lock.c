@@ -62,6 +62,11 @@ int redlock_multilock_new(redlock_client *c, const redlock_member *members, size
     if (quorum < 1 || quorum > (int)n)
         return redlock__fail(REDLOCK_EINVAL, "quorum %d out of range 1..%zu",
                              opts ? opts->quorum : 0, n);
+    if (opts && (opts->replica_acks < 0 || opts->replica_acks > REDLOCK__MAX_REPLICA_ACKS ||
+                 opts->replica_timeout_ms < 0))
+        return redlock__fail(REDLOCK_EINVAL,
+                             "replica_acks must be 0..%d and replica_timeout_ms >= 0",
+                             REDLOCK__MAX_REPLICA_ACKS);
     for (i = 0; i < n; i++) {
         if (members[i].node >= c->n_nodes)
             return redlock__fail(REDLOCK_EINVAL, "member %zu: node %zu out of range (%zu nodes)",
@@ -84,6 +89,13 @@ int redlock_multilock_new(redlock_client *c, const redlock_member *members, size
     l->n = n;
     l->quorum = quorum;
     l->fencing = opts ? opts->fencing : 0;
+    if (opts && opts->replica_acks > 0) {
+        l->replica_acks = opts->replica_acks;
+        l->replica_wait_aof = opts->replica_wait_aof != 0;
+        l->replica_timeout_ms = opts->replica_timeout_ms > 0 ? opts->replica_timeout_ms
+                                : c->node_timeout_ms > 0   ? c->node_timeout_ms
+                                                           : REDLOCK__DEFAULT_REPLICA_TIMEOUT_MS;
+    }
     for (i = 0; i < n; i++) {
         redlock__lock_member *m = &l->members[i];
         size_t j;

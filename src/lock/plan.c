@@ -46,14 +46,21 @@ int redlock__plan_build(redlock__plan *p, const redlock_lock *l,
                         const unsigned char *include, redlock__plan_fill fill, void *ud,
                         int64_t deadline_ns)
 {
+    return redlock__plan_build_trailed(p, l, include, fill, ud, deadline_ns, NULL);
+}
+
+int redlock__plan_build_trailed(redlock__plan *p, const redlock_lock *l,
+                                const unsigned char *include, redlock__plan_fill fill,
+                                void *ud, int64_t deadline_ns, const redlock__call *trailer)
+{
     size_t m, node, k = 0, count = 0;
 
     memset(p, 0, sizeof(*p));
     for (m = 0; m < l->n; m++)
         count += !include || include[m];
-    if (plan_alloc(p, count) != 0)
+    /* At most one trailer per member's batch. */
+    if (plan_alloc(p, trailer ? 2 * count : count) != 0)
         return redlock__fail(REDLOCK_ENOMEM, "out of memory");
-    p->n = count;
     /* Group by node so each node gets one pipelined batch, even when a
      * MultiLock puts several names on it. */
     for (node = 0; node < l->client->n_nodes; node++) {
@@ -66,6 +73,7 @@ int redlock__plan_build(redlock__plan *p, const redlock_lock *l,
             if (l->members[m].node != node || (include && !include[m]))
                 continue;
             if (fill(ud, m, argv, &p->owned[k], &sc) != 0) {
+                p->n = k + 1; /* what plan_free frees */
                 redlock__plan_free(p);
                 return redlock__fail(REDLOCK_ENOMEM, "out of memory");
             }
@@ -76,6 +84,11 @@ int redlock__plan_build(redlock__plan *p, const redlock_lock *l,
             p->member[k] = m;
             k++;
         }
+        if (k > first && trailer) {
+            p->calls[k] = *trailer;
+            p->member[k] = REDLOCK__PLAN_TRAILER;
+            k++;
+        }
         if (k > first) {
             p->batch_start[p->nb] = first;
             p->batches[p->nb++] = (redlock__batch){.node = node,
@@ -84,5 +97,6 @@ int redlock__plan_build(redlock__plan *p, const redlock_lock *l,
                                                    .deadline_ns = deadline_ns};
         }
     }
+    p->n = k;
     return REDLOCK_OK;
 }

@@ -29,6 +29,17 @@ typedef int (*redlock__plan_fill)(void *ud, size_t m, const char **argv,
 int redlock__plan_build(redlock__plan *p, const redlock_lock *l,
                         const unsigned char *include, redlock__plan_fill fill,
                         void *ud, int64_t deadline_ns);
+
+/* The member index of a batch's trailer call. */
+#define REDLOCK__PLAN_TRAILER ((size_t)-1)
+
+/* The same, with trailer (a plain command, e.g. WAIT; its argv must
+ * outlive the plan) appended to every node's batch after its members'
+ * calls: its reply covers the writes of the calls before it on that
+ * connection. Its member index is REDLOCK__PLAN_TRAILER. */
+int redlock__plan_build_trailed(redlock__plan *p, const redlock_lock *l,
+                                const unsigned char *include, redlock__plan_fill fill,
+                                void *ud, int64_t deadline_ns, const redlock__call *trailer);
 void redlock__plan_free(redlock__plan *p);
 
 static inline size_t redlock__plan_member(const redlock__plan *p, size_t batch,

@@ -17,6 +17,7 @@
 #include "lock/health.h"
 #include "lock/hold.h"
 #include "lock/plan.h"
+#include "lock/replicas.h"
 #include "lock/retry.h"
 #include "lock/internal.h"
 #include "lock/release.h"
@@ -45,6 +46,10 @@ typedef struct acquire_ctx {
     int64_t sent_ns;
     const redlock__plan *plan;
     redlock__attempt_result *res; /* gets each member's generation */
+    /* replica_acks > 0: the batch's WAIT trailer, and the members granted
+     * but not yet acknowledged (counted only when it answers). */
+    const redlock__replica_wait *wait;
+    unsigned char *unacked;
 } acquire_ctx;
 
 static int fill_acquire(void *ud, size_t m, const char **argv, char **owned,
@@ -117,16 +122,61 @@ static answer classify_acquire(acquire_ctx *a, size_t m, int err, const char *ms
     }
 }
 
+/* A batch's WAIT answered: its members' grants count now, or fail. */
+static void on_wait_reply(acquire_ctx *a, size_t batch, int err, const char *msg,
+                          redisReply *r)
+{
+    const redlock__plan *p = a->plan;
+    size_t k, end = batch + 1 < p->nb ? p->batch_start[batch + 1] : p->n;
+    char why[128];
+    int code = REDLOCK_OK;
+    int acked = redlock__replica_acks_of(a->wait, err, msg, r, &code, why, sizeof(why));
+
+    if (acked >= 0 && acked < a->l->replica_acks) {
+        code = REDLOCK_EREPLICAS;
+        snprintf(why, sizeof(why), "%s: %d of %d replicas acknowledged within %d ms",
+                 a->wait->argv[0], acked, a->l->replica_acks, a->l->replica_timeout_ms);
+    }
+    for (k = p->batch_start[batch]; k < end; k++) {
+        size_t m = p->member[k];
+
+        if (m == REDLOCK__PLAN_TRAILER || !a->unacked[m])
+            continue;
+        a->unacked[m] = 0;
+        a->rep[m].replicas_acked = acked;
+        a->pending--;
+        if (code == REDLOCK_OK) {
+            a->rep[m].outcome = REDLOCK_MEMBER_GRANTED;
+            a->granted++;
+        } else {
+            /* Granted on the master only: undone like any failed member's. */
+            redlock__note_failure(&a->rep[m], code, why);
+            a->answer[m] = (unsigned char)failed_for(a, m, code);
+            a->failed++;
+        }
+    }
+}
+
 static int on_acquire_reply(void *ud, size_t batch, size_t call, int err,
                             const char *msg, redisReply *r)
 {
     acquire_ctx *a = ud;
     size_t m = redlock__plan_member(a->plan, batch, call);
-    answer ans = classify_acquire(a, m, err, msg, r);
+    answer ans;
     int q = a->l->quorum;
 
+    if (m == REDLOCK__PLAN_TRAILER) {
+        on_wait_reply(a, batch, err, msg, r);
+        return redlock__fanout_settled(a->granted, a->pending, q);
+    }
+    ans = classify_acquire(a, m, err, msg, r);
     a->answer[m] = (unsigned char)ans;
     a->rep[m].latency_us = err ? -1 : (redlock__now_ns() - a->sent_ns) / 1000;
+    if (ans == ANSWER_GRANTED && a->wait) {
+        /* Counts once the replicas acknowledged it (on_wait_reply). */
+        a->unacked[m] = 1;
+        return 0;
+    }
     if (ans == ANSWER_GRANTED) {
         a->rep[m].outcome = REDLOCK_MEMBER_GRANTED;
         a->granted++;
@@ -151,7 +201,8 @@ static int send_acquire(redlock_lock *l, acquire_ctx *a, int64_t t0, int64_t dea
     redlock__plan p;
     int rc;
 
-    rc = redlock__plan_build(&p, l, NULL, fill_acquire, a, deadline);
+    rc = redlock__plan_build_trailed(&p, l, NULL, fill_acquire, a, deadline,
+                                     a->wait ? &a->wait->call : NULL);
     if (rc)
         return rc;
     a->plan = &p;
@@ -270,8 +321,9 @@ int redlock__attempt(redlock_lock *l, const char *field, int64_t lease_ms, int r
     acquire_ctx a;
     redlock__tally tally;
     redlock__fence fence;
+    redlock__replica_wait wait;
     char request_id[33];
-    int64_t t0;
+    int64_t t0, deadline;
     int rc;
 
     memset(res, 0, sizeof(*res));
@@ -286,14 +338,22 @@ int redlock__attempt(redlock_lock *l, const char *field, int64_t lease_ms, int r
     a.min_pttl_ms = -1;
     redlock__fmt_i64(a.lease, sizeof(a.lease), lease_ms);
     a.rep = redlock__report_begin(l);
-    a.answer = calloc(2 * l->n, 1);
+    a.answer = calloc(3 * l->n, 1);
     if (!a.answer)
         return redlock__fail(REDLOCK_ENOMEM, "out of memory");
     a.may_hold = a.answer + l->n;
+    a.unacked = a.answer + 2 * l->n;
     redlock__stat_add(&c->stats.attempts, 1);
 
     t0 = c->tp.ops->now_ns(c->tp.ctx);
-    if ((rc = send_acquire(l, &a, t0, t0 + redlock__node_timeout_ns(c, lease_ms))) != REDLOCK_OK) {
+    deadline = t0 + redlock__node_timeout_ns(c, lease_ms);
+    if (l->replica_acks > 0) {
+        redlock__replica_wait_init(&wait, l->replica_acks, l->replica_timeout_ms,
+                                   l->replica_wait_aof);
+        a.wait = &wait;
+        deadline += REDLOCK__REPLICA_WAIT_NS(l->replica_timeout_ms);
+    }
+    if ((rc = send_acquire(l, &a, t0, deadline)) != REDLOCK_OK) {
         free(a.answer);
         return rc;
     }

@@ -20,6 +20,7 @@
 #include "lock/health.h"
 #include "lock/hold.h"
 #include "lock/quorum.h"
+#include "lock/replicas.h"
 #include "lock/retry.h"
 #include "lock/internal.h"
 #include "resp/script.h"
@@ -32,6 +33,7 @@
 typedef enum renew_answer {
     ANSWER_NONE = 0,
     ANSWER_RENEWED,  /* our field was there */
+    ANSWER_UNACKED,  /* renewed, the replicas' acknowledgement awaited */
     ANSWER_OTHER,    /* someone else holds the key */
     ANSWER_VANISHED, /* the key is gone */
     ANSWER_FAILED    /* no usable answer */
@@ -56,6 +58,7 @@ typedef struct tick_call {
     redlock__pending *p;      /* background call, or */
     int probe;                /* a PING to see whether the node is back */
     int facts;                /* a holder facts PEXPIRE (answer ignored) */
+    int wait;                 /* the node's WAIT behind acknowledged renewals */
     size_t member;
 } tick_call;
 
@@ -71,6 +74,7 @@ typedef struct tick {
     const char **argv;
     unsigned char *pending_done;
     size_t n_pending;
+    redlock__replica_wait *waits; /* per node, for holds with replica_acks */
     /* PING probes to nodes whose calls wait for them to answer. */
     unsigned char probe[REDLOCK__MAX_NODES];
     unsigned char probe_heard[REDLOCK__MAX_NODES];
@@ -224,7 +228,7 @@ static int collect(redlock_client *c, tick *t, int64_t now)
 static int build(redlock_client *c, tick *t, int64_t deadline)
 {
     static const char *const ping[] = {"PING"};
-    size_t total = t->n_pending + REDLOCK__MAX_NODES, i, k = 0, node;
+    size_t total = t->n_pending + 2 * REDLOCK__MAX_NODES, i, k = 0, node;
     redlock__pending *p;
 
     for (i = 0; i < t->n_held; i++)
@@ -235,11 +239,13 @@ static int build(redlock_client *c, tick *t, int64_t deadline)
     t->batches = calloc(c->n_nodes, sizeof(redlock__batch));
     t->batch_start = calloc(c->n_nodes, sizeof(size_t));
     t->pending_done = calloc(t->n_pending ? t->n_pending : 1, 1);
+    t->waits = calloc(c->n_nodes, sizeof(*t->waits));
     if (!t->calls || !t->tags || !t->argv || !t->batches || !t->batch_start ||
-        !t->pending_done)
+        !t->pending_done || !t->waits)
         return -1;
     for (node = 0; node < c->n_nodes; node++) {
         size_t first = k, pi = 0;
+        int acks = 0, wait_ms = 0, aof = 0;
 
         for (i = 0; i < t->n_held; i++) {
             held *h = &t->held[i];
@@ -260,6 +266,11 @@ static int build(redlock_client *c, tick *t, int64_t deadline)
                 t->tags[k].h = h;
                 t->tags[k].member = m;
                 k++;
+                if (h->l->replica_acks > acks)
+                    acks = h->l->replica_acks;
+                if (h->l->replica_acks > 0 && h->l->replica_timeout_ms > wait_ms)
+                    wait_ms = h->l->replica_timeout_ms;
+                aof |= h->l->replica_acks > 0 && h->l->replica_wait_aof;
                 if (h->facts) {
                     /* Plain PEXPIRE: facts are advisory, so a renewed hold
                      * whose facts are gone is still renewed. */
@@ -288,14 +299,51 @@ static int build(redlock_client *c, tick *t, int64_t deadline)
             t->tags[k].member = pi;
             k++;
         }
+        /* Last, so it delays nothing else: one WAIT covers every renewal
+         * before it on the connection, for the most replicas any of them
+         * asks (each hold then compares with its own count). */
+        if (acks > 0) {
+            redlock__replica_wait_init(&t->waits[node], acks, wait_ms, aof);
+            t->calls[k] = t->waits[node].call;
+            t->tags[k].wait = 1;
+            t->tags[k].member = node;
+            k++;
+        }
         if (k > first) {
             t->batch_start[t->nb] = first;
             t->batches[t->nb] = (redlock__batch){
-                .node = node, .calls = &t->calls[first], .ncalls = k - first, .deadline_ns = deadline};
+                .node = node, .calls = &t->calls[first], .ncalls = k - first,
+                .deadline_ns = deadline + (acks > 0 ? REDLOCK__REPLICA_WAIT_NS(wait_ms) : 0)};
             t->nb++;
         }
     }
     return 0;
+}
+
+/* A node's WAIT answered: the renewals before it in its batch that await
+ * an acknowledgement become genuine, or fail. */
+static void on_wait_reply(tick *t, size_t batch, const tick_call *wait, int err,
+                          const char *msg, redisReply *r)
+{
+    size_t k, first = t->batch_start[batch], end = first + t->batches[batch].ncalls;
+    char why[128];
+    int code = REDLOCK_OK;
+    int acked = redlock__replica_acks_of(&t->waits[wait->member], err, msg, r, &code, why,
+                                         sizeof(why));
+
+    for (k = first; k < end; k++) {
+        tick_call *tag = &t->tags[k];
+
+        if (!tag->h || tag->h->member_answer[tag->member] != ANSWER_UNACKED)
+            continue;
+        if (acked >= tag->h->l->replica_acks) {
+            tag->h->member_answer[tag->member] = ANSWER_RENEWED;
+            tag->h->genuine++;
+        } else {
+            tag->h->member_answer[tag->member] = ANSWER_FAILED;
+            tag->h->failed++;
+        }
+    }
 }
 
 static int on_tick_reply(void *ud, size_t batch, size_t call, int err, const char *msg,
@@ -305,9 +353,12 @@ static int on_tick_reply(void *ud, size_t batch, size_t call, int err, const cha
     tick_call *tag = &t->tags[t->batch_start[batch] + call];
     redlock__script_reply sr;
 
-    (void)msg;
     if (tag->facts)
         return 0;
+    if (tag->wait) {
+        on_wait_reply(t, batch, tag, err, msg, r);
+        return 0;
+    }
     if (tag->probe) {
         if (!err && r->type != REDIS_REPLY_ERROR)
             t->probe_heard[tag->member] = 1;
@@ -329,6 +380,11 @@ static int on_tick_reply(void *ud, size_t batch, size_t call, int err, const cha
         redlock__parse_renew(r, &sr);
     switch (sr.kind) {
     case REDLOCK__REPLY_RENEWED:
+        /* Genuine only once its node's WAIT says the replicas have it. */
+        if (tag->h->l->replica_acks > 0) {
+            tag->h->member_answer[tag->member] = ANSWER_UNACKED;
+            break;
+        }
         tag->h->member_answer[tag->member] = ANSWER_RENEWED;
         tag->h->genuine++;
         break;
@@ -442,6 +498,7 @@ static void tick_free(tick *t)
     free(t->batches);
     free(t->batch_start);
     free(t->pending_done);
+    free(t->waits);
 }
 
 /* A batch of thousands of renewals keeps a server busy for milliseconds,

@@ -175,6 +175,36 @@ int cli_parse_quorum(const char *what, const char *v, int *out)
     return 0;
 }
 
+int cli_parse_replica_acks(const char *what, const char *v, int *out)
+{
+    char *end;
+    long k;
+
+    /* One message for every bad value, naming the range: the generic
+     * number parser's "out of range" would not say what K counts. */
+    errno = 0;
+    k = strtol(v, &end, 10);
+    if (!*v || *end || *v < '0' || *v > '9' || errno || k > CLI_MAX_REPLICA_ACKS) {
+        cli_error(what, "'%s' is not a number of replicas to acknowledge each grant (0..%d)", v,
+                  CLI_MAX_REPLICA_ACKS);
+        return CLI_EX_USAGE;
+    }
+    *out = (int)k;
+    return 0;
+}
+
+int cli_parse_replica_timeout(const char *what, const char *v, int *out_ms)
+{
+    int64_t ms;
+
+    /* 0 would mean "the node timeout" in the library: leave the option
+     * out for that, so that a 0 typed by mistake is not a silent default. */
+    if (cli_parse_duration(what, v, 1, INT32_MAX, &ms))
+        return CLI_EX_USAGE;
+    *out_ms = (int)ms;
+    return 0;
+}
+
 /* ---- user info in node URIs ------------------------------------------------ */
 
 /*
@@ -656,9 +686,12 @@ int cli_lock_new(cli_globals *g, redlock_client *c, const char *name, int fencin
     lo.fencing = fencing;
     lo.holder_facts = holder_command != NULL;
     lo.holder_command = holder_command;
+    lo.replica_acks = g->replica_acks;
+    lo.replica_timeout_ms = g->replica_timeout_ms;
     rc = redlock_lock_new(c, name, &lo, out);
     if (rc == REDLOCK_EINVAL) {
-        cli_error("lock name", "%s", redlock_last_error());
+        /* With replica options, the library may refuse those instead. */
+        cli_error(g->replica_acks ? "lock" : "lock name", "%s", redlock_last_error());
         return CLI_EX_USAGE;
     }
     if (rc) {
@@ -763,7 +796,9 @@ enum {
     O_UNAVAILABLE,
     O_CONFLICT,
     O_COMMAND,
-    O_KEEP_SECRET_ENV
+    O_KEEP_SECRET_ENV,
+    O_REPLICA_ACKS,
+    O_REPLICA_TIMEOUT
 };
 
 /* Durations fit the clock in nanoseconds (centuries). */
@@ -793,6 +828,8 @@ int cli_parse_exec(cli_globals *g, int argc, char **argv, cli_exec_opts *o)
         {"conflict-exit-code", 'E', 1, O_CONFLICT},
         {"command", 'c', 1, O_COMMAND},
         {"keep-secret-env", 0, 0, O_KEEP_SECRET_ENV},
+        {"replica-acks", 0, 1, O_REPLICA_ACKS},
+        {"replica-timeout", 0, 1, O_REPLICA_TIMEOUT},
         {NULL, 0, 0, 0}};
     cli_args a = {argc, argv, 0, "exec", g};
     const char *v;
@@ -873,6 +910,16 @@ int cli_parse_exec(cli_globals *g, int argc, char **argv, cli_exec_opts *o)
         case O_KEEP_SECRET_ENV:
             o->keep_secret_env = 1;
             break;
+        case O_REPLICA_ACKS:
+            if (cli_parse_replica_acks("--replica-acks", v, &o->replica_acks))
+                return CLI_EX_USAGE;
+            o->replica_acks_set = 1;
+            break;
+        case O_REPLICA_TIMEOUT:
+            if (cli_parse_replica_timeout("--replica-timeout", v, &o->replica_timeout_ms))
+                return CLI_EX_USAGE;
+            o->replica_timeout_set = 1;
+            break;
         case CLI_ARG_POSITIONAL:
             if (!o->name) {
                 o->name = v;
@@ -925,5 +972,13 @@ int cli_exec_defaults(cli_globals *g, cli_exec_opts *o)
         o->wait_ms = g->cfg.wait_ms;
     if (!o->lease_set && g->cfg.has_lease)
         o->lease_ms = g->cfg.lease_ms;
+    if (!o->replica_acks_set && g->cfg.has_replica_acks)
+        o->replica_acks = g->cfg.replica_acks;
+    if (!o->replica_timeout_set && g->cfg.has_replica_timeout)
+        o->replica_timeout_ms = g->cfg.replica_timeout_ms;
+    /* A timeout for a WAIT that is never sent is a mistake on the command
+     * line; in the config file it may serve other invocations. */
+    if (o->replica_timeout_set && o->replica_acks == 0)
+        cli_warn("--replica-timeout", "has no effect without --replica-acks K (K > 0)");
     return 0;
 }

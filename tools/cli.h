@@ -40,6 +40,10 @@ typedef struct cli_config {
     int has_lease;
     int64_t lease_ms;         /* 0 = the watchdog lease */
     int quorum;               /* 0 = not set */
+    int has_replica_acks;
+    int replica_acks;         /* 0..64 */
+    int has_replica_timeout;
+    int replica_timeout_ms;   /* 1..INT32_MAX */
 } cli_config;
 
 /* Options that every command accepts, before or after the command name.
@@ -56,6 +60,12 @@ typedef struct cli_globals {
     int timeout_ms;           /* per node; 0 = library default */
     int watchdog_lease_ms;    /* 0 = library default (30000) */
     int unavailable_timeout_ms; /* 0 = library default (exec sets it) */
+    /* Replica acknowledgement of every grant and renewal (exec sets them
+     * from --replica-acks/--replica-timeout or the config file; 0 = no
+     * WAIT, and for the timeout the node timeout). cli_lock_new() passes
+     * them to the library. */
+    int replica_acks;
+    int replica_timeout_ms;
     const char *user;
     int verbose;
     int json;
@@ -146,6 +156,13 @@ int cli_parse_duration(const char *what, const char *s, int64_t min_ms, int64_t 
 /* "all" (REDLOCK_QUORUM_ALL) or 1..64; the upper bound N is checked once
  * the nodes are known. */
 int cli_parse_quorum(const char *what, const char *s, int *out);
+/* The replicas that must acknowledge each grant: 0..CLI_MAX_REPLICA_ACKS
+ * (--replica-acks, replica_acks in the config file). */
+#define CLI_MAX_REPLICA_ACKS 64
+int cli_parse_replica_acks(const char *what, const char *s, int *out);
+/* WAIT's timeout (--replica-timeout, replica_timeout): a duration of
+ * 1 ms..INT32_MAX ms (the library's field is an int). */
+int cli_parse_replica_timeout(const char *what, const char *s, int *out_ms);
 
 /* User info in a node list ("URI,URI,..."): 0 none, 1 a user name only,
  * 2 a password. unix:// URIs have none. */
@@ -209,6 +226,10 @@ typedef struct cli_exec_opts {
     int unavailable_ms;       /* end the wait after no quorum for this long */
     int fencing;
     int keep_secret_env;      /* --keep-secret-env */
+    int replica_acks;         /* --replica-acks K (0 = no WAIT) */
+    int replica_acks_set;
+    int replica_timeout_ms;   /* --replica-timeout; 0 = the node timeout */
+    int replica_timeout_set;
     int conflict_exit;        /* exit status when not acquired in time */
     const char *command;      /* -c STRING */
     char *sh_argv[4];         /* /bin/sh -c STRING */
@@ -220,7 +241,8 @@ typedef struct cli_exec_opts {
  * after printing the error. No side effect beyond *o, *g and the error. */
 int cli_parse_exec(cli_globals *g, int argc, char **argv, cli_exec_opts *o);
 /* Fills what the command line left open from the configuration file
- * (wait, lease), loading it first. Returns 0 or an exit status. */
+ * (wait, lease, replica_acks, replica_timeout), loading it first.
+ * Returns 0 or an exit status. */
 int cli_exec_defaults(cli_globals *g, cli_exec_opts *o);
 
 /* ---- holder facts (holder.c) ------------------------------------------------ */
@@ -329,5 +351,27 @@ const char *cli_find_rig(void);
  * exit status, or -1 if it could not be run.
  */
 int cli_run_rig(const char *script, const char *const *args, char *out, size_t cap, int quiet);
+
+/* ---- the sentinel rig's failover verbs (ha.c) ------------------------------ */
+
+/* The value of KEY in `rig env` (e.g. RIG_URIS) for the rig on base_port,
+ * into out. Returns 0, or -1 after printing the error. */
+int cli_rig_env(const char *rig, int base_port, const char *key, char *out, size_t cap);
+/* `rig kill-master G`: SIGKILLs group G's current master. Returns its
+ * port, or -1 (the rig printed why). */
+int cli_rig_kill_master(const char *rig, int base_port, int group);
+/* Starts `rig wait-failover G OLDPORT SECS` as a child whose stdout (the
+ * new master's port) goes to out_path. Returns its pid, or -1. */
+pid_t cli_rig_failover_watch(const char *rig, int base_port, int group, int old_port, int secs,
+                             const char *out_path);
+/* Whether that child has ended (block: wait for it): 1 with *new_port
+ * the promoted master's port, or -1 if no failover was seen; 0 if it is
+ * still waiting. */
+int cli_rig_failover_done(pid_t pid, const char *out_path, int block, int *new_port);
+/* Ends that child early (SIGTERM) and collects it; pid <= 0: nothing. */
+void cli_rig_failover_stop(pid_t pid, const char *out_path);
+/* `rig restart I`: starts data node I again (the sentinels make a former
+ * master a replica of the new one). Returns 0, or -1. */
+int cli_rig_restart(const char *rig, int base_port, int node);
 
 #endif

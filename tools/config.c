@@ -13,6 +13,7 @@
  *   user = app
  *   password_file = /etc/redlock/password
  *   wait = 30s
+ *   replica_acks = 1             (exec: replicas that acknowledge each grant)
  *
  * Values run to the end of the line, blanks around them removed; '#'
  * inside a value is part of it (sentinel URIs use it). Unknown keys are
@@ -45,7 +46,9 @@ enum {
     K_PASSWORD_FILE,
     K_WAIT,
     K_LEASE,
-    K_QUORUM
+    K_QUORUM,
+    K_REPLICA_ACKS,
+    K_REPLICA_TIMEOUT
 };
 
 static const struct {
@@ -63,6 +66,8 @@ static const struct {
     {"wait", K_WAIT, 0},
     {"lease", K_LEASE, 0},
     {"quorum", K_QUORUM, 0},
+    {"replica_acks", K_REPLICA_ACKS, 0},
+    {"replica_timeout", K_REPLICA_TIMEOUT, 0},
 };
 
 void cli_config_free(cli_config *cfg)
@@ -147,7 +152,8 @@ static int parse_line(cli_config *cfg, const char *path, unsigned line, const ch
             return CLI_EX_USAGE;
         }
         cli_error(where, "unknown key '%.*s' (known: nodes, tls_ca, tls_cert, tls_key, "
-                         "tls_server_name, user, password_file, wait, lease, quorum)",
+                         "tls_server_name, user, password_file, wait, lease, quorum, "
+                         "replica_acks, replica_timeout)",
                   (int)(k_len > 60 ? 60 : k_len), s);
         return CLI_EX_USAGE;
     }
@@ -202,6 +208,14 @@ static int parse_line(cli_config *cfg, const char *path, unsigned line, const ch
         break;
     case K_QUORUM:
         rc = cli_parse_quorum(what, value, &cfg->quorum);
+        break;
+    case K_REPLICA_ACKS:
+        rc = cli_parse_replica_acks(what, value, &cfg->replica_acks);
+        cfg->has_replica_acks = rc == 0;
+        break;
+    case K_REPLICA_TIMEOUT:
+        rc = cli_parse_replica_timeout(what, value, &cfg->replica_timeout_ms);
+        cfg->has_replica_timeout = rc == 0;
         break;
     }
     free(value);

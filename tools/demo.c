@@ -9,6 +9,17 @@
  * pair of sections for overlap and the counter for lost updates; the exit
  * status is 0 only if both hold.
  *
+ * With --sentinel the rig is G Sentinel-managed groups (a master and a
+ * replica each), the workers pass --replica-acks 1, and instead of the
+ * freeze group 1's master is SIGKILLed through the rig a third of the way
+ * in. The demo waits for the sentinels' failover (rig wait-failover, in
+ * a child, so workers keep coming), restarts the killed node so that the
+ * sentinels make it the new master's replica (without a replica, no grant
+ * on group 1 could be acknowledged), and reports the time from the kill
+ * to the failover and to the first acquire after it. It runs only on a
+ * rig it starts itself: it kills a master, which no one else's rig should
+ * suffer.
+ *
  * CLOCK_MONOTONIC is one clock for every process on the machine, so
  * intervals recorded by different workers compare directly.
  */
@@ -30,7 +41,10 @@
 #define DEMO_MAX_SECTIONS 20000
 #define NS_PER_MS 1000000LL
 
-enum { D_WORKERS = 1, D_SECONDS, D_BASE_PORT, D_NODES_COUNT };
+enum { D_WORKERS = 1, D_SECONDS, D_BASE_PORT, D_NODES_COUNT, D_SENTINEL, D_GROUPS };
+
+/* How long the failover may take before the demo says it was not seen. */
+#define DEMO_FAILOVER_SECS 30
 
 typedef struct section {
     int worker;
@@ -50,7 +64,7 @@ typedef struct demo {
     int workers, seconds, base_port, nodes;
     int started_rig;
     char tmpdir[64], log_path[96], counter_path[96], err_path[96];
-    char uris[DEMO_MAX_NODES * 32];
+    char uris[4096];
     char lock_name[64];
     pid_t frozen_pid[DEMO_MAX_NODES];
     int frozen_node[DEMO_MAX_NODES];
@@ -63,9 +77,19 @@ typedef struct demo {
     char partial[256];
     size_t partial_len;
     int gave_up, failed, no_quorum, lost;
+    /* --sentinel: nodes is the number of groups. */
+    int sentinel;
+    int killed_port, killed_node;  /* group 1's master, as killed; -1 failed */
+    int new_port;                  /* the promoted replica, -1 not seen */
+    int64_t kill_ns, failover_ns, first_after_ns;
+    size_t after_kill;             /* acquisitions that started after it */
+    pid_t failover_pid;            /* rig wait-failover, while it runs */
+    char failover_path[96];
 } demo;
 
 static volatile sig_atomic_t interrupted;
+
+static int append_line(const char *path, const char *line);
 
 static void on_interrupt(int sig)
 {
@@ -115,9 +139,44 @@ static int rig_verb(demo *d, const char *verb, int quiet)
     return cli_run_rig(d->rig, args, NULL, 0, quiet);
 }
 
+/* A sentinel rig of d->nodes groups, always the demo's own. */
+static int ensure_sentinel_rig(demo *d)
+{
+    char port[16], groups[16];
+    const char *args[] = {"start", "--sentinel", groups, "--base-port", port, NULL};
+    int listed, last = d->base_port + 2 * d->nodes + 2;
+
+    if (rig_nodes_up(d, &listed) > 0) {
+        cli_error("demo", "a rig runs on port %d; the sentinel demo kills a master, so it runs "
+                          "only on a rig it starts: choose another --base-port",
+                  d->base_port);
+        return CLI_EX_USAGE;
+    }
+    snprintf(port, sizeof(port), "%d", d->base_port);
+    snprintf(groups, sizeof(groups), "%d", d->nodes);
+    printf("Starting %d Sentinel group(s) (a master and a replica each) on 127.0.0.1:%d-%d,\n"
+           "sentinels on %d-%d...\n",
+           d->nodes, d->base_port, last - 3, last - 2, last);
+    fflush(stdout);
+    if (cli_run_rig(d->rig, args, NULL, 0, 0) != 0) {
+        cli_error("demo", "could not start the sentinel rig (see above)");
+        /* Whatever part of it started is ours to stop. */
+        d->started_rig = 1;
+        return CLI_EX_NOQUORUM;
+    }
+    d->started_rig = 1;
+    if (cli_rig_env(d->rig, d->base_port, "RIG_URIS", d->uris, sizeof(d->uris)) != 0)
+        return CLI_EX_SOFTWARE;
+    return 0;
+}
+
 static int ensure_rig(demo *d)
 {
-    int listed, up = rig_nodes_up(d, &listed);
+    int listed, up;
+
+    if (d->sentinel)
+        return ensure_sentinel_rig(d);
+    up = rig_nodes_up(d, &listed);
 
     if (up > 0 && up == listed) {
         if (listed < 3) {
@@ -182,7 +241,9 @@ static int spawn_worker(demo *d, int idx)
     snprintf(spawn, sizeof(spawn), "%lld", (long long)d->w[idx].spawn_ns);
     snprintf(widx, sizeof(widx), "%d", idx + 1);
     snprintf(hold, sizeof(hold), "%d", 20 + rand() % 60);
-    snprintf(lease, sizeof(lease), "%d", 10000);
+    /* --sentinel: a hold whose release the kill swallowed reaches the
+     * promoted replica with its lease, which the others then wait out. */
+    snprintf(lease, sizeof(lease), "%d", d->sentinel ? 3000 : 10000);
     argv[n++] = self;
     argv[n++] = "--nodes";
     argv[n++] = d->uris;
@@ -201,7 +262,15 @@ static int spawn_worker(demo *d, int idx)
     argv[n++] = "exec";
     argv[n++] = d->lock_name;
     argv[n++] = "--wait";
-    argv[n++] = "5000";
+    /* A group without a master for a few seconds (one group: no quorum)
+     * is waited out rather than given up on. */
+    argv[n++] = d->sentinel ? "20000" : "5000";
+    if (d->sentinel) {
+        argv[n++] = "--unavailable-timeout";
+        argv[n++] = "20s";
+        argv[n++] = "--replica-acks";
+        argv[n++] = "1";
+    }
     argv[n++] = "--";
     argv[n++] = self;
     argv[n++] = "__demo-cs";
@@ -253,6 +322,15 @@ static void reap_workers(demo *d, int block)
             d->lost++;
         else
             d->failed++;
+        if (!WIFEXITED(status) || WEXITSTATUS(status) != CLI_EX_TEMPFAIL) {
+            char line[96];
+
+            /* Next to the worker's own messages: which one ended how. */
+            snprintf(line, sizeof(line), "redlock demo: worker %d %s %d\n", i + 1,
+                     WIFEXITED(status) ? "exited with status" : "was killed by signal",
+                     WIFEXITED(status) ? WEXITSTATUS(status) : WTERMSIG(status));
+            append_line(d->err_path, line);
+        }
     }
 }
 
@@ -277,12 +355,17 @@ static void print_section(demo *d, const section *s)
         for (j = 0; j < d->n_frozen; j++)
             frozen |= d->frozen_node[j] == i + 1 && d->freeze_ns && s->start_ns >= d->freeze_ns &&
                       (!d->thaw_ns || s->start_ns < d->thaw_ns);
+        /* Group 1 from its master's kill until the sentinels promote
+         * the replica. */
+        frozen |= d->sentinel && i == 0 && d->kill_ns && s->start_ns >= d->kill_ns &&
+                  (!d->failover_ns || s->start_ns < d->failover_ns);
         nodes[i] = frozen ? '-' : '#';
     }
     nodes[i] = '\0';
-    printf("%7.3f  worker %-2d  waited %5lld ms  held %4lld ms  nodes %s\n", secs(d, s->start_ns),
+    printf("%7.3f  worker %-2d  waited %5lld ms  held %4lld ms  %s %s\n", secs(d, s->start_ns),
            s->worker, (long long)((s->start_ns - s->spawn_ns) / NS_PER_MS),
-           (long long)((s->end_ns - s->start_ns) / NS_PER_MS), nodes);
+           (long long)((s->end_ns - s->start_ns) / NS_PER_MS), d->sentinel ? "groups" : "nodes",
+           nodes);
 }
 
 static void parse_line(demo *d, const char *line)
@@ -310,6 +393,16 @@ static void parse_line(demo *d, const char *line)
             t->validity_ms = e;
             t->complete = 1;
             print_section(d, t);
+            if (d->kill_ns && t->start_ns > d->kill_ns) {
+                d->after_kill++;
+                if (!d->first_after_ns || t->start_ns < d->first_after_ns) {
+                    if (!d->first_after_ns)
+                        printf("%7.3f  ---- first acquire after the kill: %lld ms after it\n",
+                               secs(d, t->start_ns),
+                               (long long)((t->start_ns - d->kill_ns) / NS_PER_MS));
+                    d->first_after_ns = t->start_ns;
+                }
+            }
             return;
         }
     }
@@ -452,7 +545,7 @@ static void print_worker_errors(const demo *d)
 
     if (!f)
         return;
-    while (fgets(line, sizeof(line), f) && shown < 5) {
+    while (fgets(line, sizeof(line), f) && shown < 8) {
         printf("    %s", line);
         shown++;
     }
@@ -497,9 +590,32 @@ static int verdict(demo *d)
     }
     ok = complete > 0 && overlaps == 0 && incomplete == 0 && counter == (long long)complete &&
          !beyond_validity;
+    /* The point of the sentinel demo: the workers went on after the kill. */
+    if (d->sentinel)
+        ok = ok && d->killed_port > 0 && d->after_kill > 0;
     printf("\nVerdict\n");
-    printf("  acquisitions        %zu (%zu while %d of %d nodes were frozen)\n", complete,
-           during_freeze, d->n_frozen, d->nodes);
+    if (d->sentinel)
+        printf("  acquisitions        %zu (%zu after group 1's master was killed)\n", complete,
+               d->after_kill);
+    else
+        printf("  acquisitions        %zu (%zu while %d of %d nodes were frozen)\n", complete,
+               during_freeze, d->n_frozen, d->nodes);
+    if (d->sentinel && d->killed_port <= 0) {
+        printf("  master kill         FAILED (see above)\n");
+    } else if (d->sentinel) {
+        printf("  master kill         group 1, port %d, at %.3f s\n", d->killed_port,
+               secs(d, d->kill_ns));
+        if (d->failover_ns)
+            printf("  failover            %lld ms after the kill (new master: port %d)\n",
+                   (long long)((d->failover_ns - d->kill_ns) / NS_PER_MS), d->new_port);
+        else
+            printf("  failover            not seen within %d s\n", DEMO_FAILOVER_SECS);
+        if (d->first_after_ns)
+            printf("  first acquire after the kill: %lld ms after it\n",
+                   (long long)((d->first_after_ns - d->kill_ns) / NS_PER_MS));
+        else
+            printf("  first acquire after the kill: none (the workers did not go on)\n");
+    }
     printf("  longest wait        %lld ms (worker %d)\n", (long long)(longest_wait / NS_PER_MS),
            longest_worker);
     printf("  longest hold        %lld ms\n", (long long)(longest_hold / NS_PER_MS));
@@ -533,10 +649,12 @@ static int parse_demo(cli_globals *g, int argc, char **argv, demo *d)
                                    {"seconds", 0, 1, D_SECONDS},
                                    {"base-port", 0, 1, D_BASE_PORT},
                                    {"nodes-count", 0, 1, D_NODES_COUNT},
+                                   {"sentinel", 0, 0, D_SENTINEL},
+                                   {"groups", 0, 1, D_GROUPS},
                                    {NULL, 0, 0, 0}};
     cli_args a = {argc, argv, 0, "demo", g};
     const char *v;
-    int id;
+    int id, count_set = 0, groups = 0;
 
     d->workers = 6;
     d->seconds = 15;
@@ -564,6 +682,15 @@ static int parse_demo(cli_globals *g, int argc, char **argv, demo *d)
         case D_NODES_COUNT:
             if (cli_parse_int("--nodes-count", v, 3, DEMO_MAX_NODES, &d->nodes))
                 return CLI_EX_USAGE;
+            count_set = 1;
+            break;
+        case D_SENTINEL:
+            d->sentinel = 1;
+            break;
+        case D_GROUPS:
+            /* scripts/rig's bound on sentinel groups. */
+            if (cli_parse_int("--groups", v, 1, 16, &groups))
+                return CLI_EX_USAGE;
             break;
         default:
             cli_error("demo", "unexpected argument '%s'", v ? v : "--");
@@ -574,6 +701,23 @@ static int parse_demo(cli_globals *g, int argc, char **argv, demo *d)
         cli_error("demo", "--nodes does not apply: the demo runs on the local rig "
                           "(choose it with --base-port)");
         return CLI_EX_USAGE;
+    }
+    if (groups && !d->sentinel) {
+        cli_error("--groups", "applies to 'demo --sentinel' only");
+        return CLI_EX_USAGE;
+    }
+    if (d->sentinel) {
+        if (count_set) {
+            cli_error("--nodes-count", "does not apply to 'demo --sentinel' (use --groups G)");
+            return CLI_EX_USAGE;
+        }
+        d->nodes = groups ? groups : 3;
+        /* 2G data nodes, then 3 sentinels. */
+        if (d->base_port > 65535 - (2 * d->nodes + 2)) {
+            cli_error("--base-port", "%d leaves no room for %d ports", d->base_port,
+                      2 * d->nodes + 3);
+            return CLI_EX_USAGE;
+        }
     }
     return 0;
 }
@@ -593,7 +737,8 @@ static int setup_files(demo *d)
     snprintf(d->err_path, sizeof(d->err_path), "%s/workers.err", d->tmpdir);
     if ((fd = open(d->log_path, O_WRONLY | O_CREAT | O_TRUNC, 0600)) >= 0)
         close(fd);
-    for (i = 0; i < (size_t)d->nodes; i++)
+    snprintf(d->failover_path, sizeof(d->failover_path), "%s/failover", d->tmpdir);
+    for (i = 0; i < (size_t)d->nodes && !d->sentinel; i++)
         len += (size_t)snprintf(d->uris + len, sizeof(d->uris) - len, "%sredis://127.0.0.1:%d",
                                 i ? "," : "", d->base_port + (int)i);
     snprintf(d->lock_name, sizeof(d->lock_name), "redlock-demo:%ld", (long)getpid());
@@ -605,6 +750,7 @@ static void remove_files(demo *d)
     unlink(d->log_path);
     unlink(d->counter_path);
     unlink(d->err_path);
+    unlink(d->failover_path);
     rmdir(d->tmpdir);
 }
 
@@ -643,8 +789,58 @@ static void thaw(demo *d)
     fflush(stdout);
 }
 
+/* SIGKILLs group 1's master through the rig and starts waiting for the
+ * sentinels to promote its replica. */
+static void kill_master(demo *d)
+{
+    d->kill_ns = cli_now_ns();
+    d->killed_port = cli_rig_kill_master(d->rig, d->base_port, 1);
+    if (d->killed_port <= 0) {
+        printf("%7.3f  ---- SIGKILL group 1's master: FAILED\n", secs(d, d->kill_ns));
+        d->killed_port = -1;
+        fflush(stdout);
+        return;
+    }
+    d->killed_node = d->killed_port - d->base_port + 1;
+    printf("%7.3f  ---- SIGKILL group 1's master (node %d, port %d); waiting for the "
+           "sentinels' failover\n",
+           secs(d, d->kill_ns), d->killed_node, d->killed_port);
+    fflush(stdout);
+    d->failover_pid = cli_rig_failover_watch(d->rig, d->base_port, 1, d->killed_port,
+                                             DEMO_FAILOVER_SECS, d->failover_path);
+}
+
+/* Once the failover is seen: when, and the killed node back as a replica. */
+static void check_failover(demo *d, int block)
+{
+    int port;
+
+    if (d->failover_pid <= 0 || !cli_rig_failover_done(d->failover_pid, d->failover_path, block,
+                                                       &port))
+        return;
+    d->failover_pid = 0;
+    d->new_port = port;
+    if (port < 0) {
+        printf("%7.3f  ---- no failover of group 1 seen within %d s\n", secs(d, cli_now_ns()),
+               DEMO_FAILOVER_SECS);
+        fflush(stdout);
+        return;
+    }
+    d->failover_ns = cli_now_ns();
+    printf("%7.3f  ---- failover: port %d is group 1's master, %lld ms after the kill; "
+           "restarting node %d as its replica\n",
+           secs(d, d->failover_ns), port, (long long)((d->failover_ns - d->kill_ns) / NS_PER_MS),
+           d->killed_node);
+    fflush(stdout);
+    if (cli_rig_restart(d->rig, d->base_port, d->killed_node) != 0)
+        cli_warn("demo", "restarting node %d failed: group 1 has no replica to acknowledge "
+                         "grants",
+                 d->killed_node);
+}
+
 /* Spawns workers until the end of the run, freezing and thawing on the
- * way, then lets the workers in flight finish (bounded by their --wait). */
+ * way (--sentinel: killing group 1's master), then lets the workers in
+ * flight finish (bounded by their --wait). */
 static void run_workers(demo *d)
 {
     int64_t end = d->t0 + (int64_t)d->seconds * 1000 * NS_PER_MS;
@@ -653,14 +849,24 @@ static void run_workers(demo *d)
     int64_t drain_end = end + 8000 * NS_PER_MS, now;
     int i, term_sent = 0;
 
-    printf("   time  worker     waited        held       nodes (# up, - frozen)\n");
+    if (d->sentinel)
+        printf("   time  worker     waited        held       groups (# up, - group 1 failing "
+               "over)\n");
+    else
+        printf("   time  worker     waited        held       nodes (# up, - frozen)\n");
     while ((now = cli_now_ns()) < drain_end) {
         if (interrupted)
             break;
-        if (now >= freeze_at && !d->freeze_ns)
-            freeze(d);
-        if (now >= thaw_at && d->freeze_ns && !d->thaw_ns)
-            thaw(d);
+        if (d->sentinel) {
+            if (now >= freeze_at && !d->kill_ns)
+                kill_master(d);
+            check_failover(d, 0);
+        } else {
+            if (now >= freeze_at && !d->freeze_ns)
+                freeze(d);
+            if (now >= thaw_at && d->freeze_ns && !d->thaw_ns)
+                thaw(d);
+        }
         reap_workers(d, 0);
         if (now < end) {
             for (i = 0; i < d->workers; i++)
@@ -674,6 +880,12 @@ static void run_workers(demo *d)
     }
     if (d->freeze_ns && !d->thaw_ns)
         thaw(d);
+    /* A failover still awaited: its child ends now (the verdict says the
+     * failover was not seen). */
+    if (d->failover_pid > 0 && !interrupted)
+        check_failover(d, 0);
+    cli_rig_failover_stop(d->failover_pid, d->failover_path);
+    d->failover_pid = 0;
     /* Interrupted or overrun: SIGTERM makes each exec forward it and
      * release its lock; SIGKILL two seconds later as a last resort. */
     for (i = 0; i < d->workers; i++) {
@@ -730,9 +942,15 @@ int cli_cmd_demo(cli_globals *g, int argc, char **argv)
         goto out;
     }
     srand((unsigned)getpid());
-    printf("%d workers compete for lock '%s' on %d nodes (quorum %d) for %d s;\n"
-           "each appends its CLOCK_MONOTONIC start/end to %s.\n\n",
-           d.workers, d.lock_name, d.nodes, d.nodes / 2 + 1, d.seconds, d.log_path);
+    if (d.sentinel)
+        printf("%d workers compete for lock '%s' on %d Sentinel group(s) (quorum %d) for %d s,\n"
+               "with --replica-acks 1 (a grant counts once a replica has it); each appends\n"
+               "its CLOCK_MONOTONIC start/end to %s.\n\n",
+               d.workers, d.lock_name, d.nodes, d.nodes / 2 + 1, d.seconds, d.log_path);
+    else
+        printf("%d workers compete for lock '%s' on %d nodes (quorum %d) for %d s;\n"
+               "each appends its CLOCK_MONOTONIC start/end to %s.\n\n",
+               d.workers, d.lock_name, d.nodes, d.nodes / 2 + 1, d.seconds, d.log_path);
     fflush(stdout);
     d.t0 = cli_now_ns();
     run_workers(&d);

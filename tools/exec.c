@@ -668,8 +668,14 @@ static void report_acquired(const cli_globals *g, waiter *w, const cli_exec_opts
             r.outcome != REDLOCK_MEMBER_GRANTED)
             continue;
         granted++;
-        n = snprintf(nodes + len, sizeof(nodes) - len, "%s%s", len ? ", " : "",
-                     node ? node : "?");
+        /* With --replica-acks, how many replicas confirmed this grant (the
+         * library reports -1 when it asked none or got no answer). */
+        if (o->replica_acks > 0 && r.replicas_acked >= 0)
+            n = snprintf(nodes + len, sizeof(nodes) - len, "%s%s (%d replica(s) acked)",
+                         len ? ", " : "", node ? node : "?", r.replicas_acked);
+        else
+            n = snprintf(nodes + len, sizeof(nodes) - len, "%s%s", len ? ", " : "",
+                         node ? node : "?");
         if (n > 0 && (size_t)n < sizeof(nodes) - len)
             len += (size_t)n;
     }
@@ -685,6 +691,8 @@ static int acquire_status(int rc, int sig, const cli_exec_opts *o, const char *w
         cli_error(o->name, "%s", why);
         return o->conflict_exit; /* 75 unless -E */
     case REDLOCK_ENO_QUORUM:
+    case REDLOCK_EREPLICAS:
+        /* Too few replicas acknowledged: as good as too few nodes. */
         cli_error(o->name, "%s", why);
         return CLI_EX_NOQUORUM;
     case REDLOCK_EAUTH:
@@ -783,6 +791,8 @@ int cli_cmd_exec(cli_globals *g, int argc, char **argv)
     if ((rc = cli_exec_defaults(g, &o)) != 0)
         return rc;
     g->unavailable_timeout_ms = o.unavailable_ms;
+    g->replica_acks = o.replica_acks;
+    g->replica_timeout_ms = o.replica_timeout_ms;
     /* Once read, the secrets leave redlock's own environment too, so the
      * command cannot read them in /proc/PPID/environ either. */
     g->scrub_env = !o.keep_secret_env;

@@ -16,7 +16,7 @@ static const char overview[] =
     "  status NAME                           show the lock on every node\n"
     "  status [NAME] --metrics               statistics in the Prometheus text format\n"
     "  unlock NAME --force                   delete the lock on every node\n"
-    "  rig start|stop|status [OPTIONS]       the local redis-server rig\n"
+    "  rig start|stop|status|env [OPTIONS]   the local redis-server rig\n"
     "  demo [OPTIONS]                        a live mutual-exclusion demonstration\n"
     "  version                               print the version (also -V, --version)\n"
     "  help [COMMAND]                        print this or a command's help\n"
@@ -89,11 +89,19 @@ static const char exec_help[] =
     "      --fencing              obtain a fencing token (REDLOCK_TOKEN)\n"
     "      --keep-secret-env      leave REDLOCK_PASSWORD and REDLOCK_NODES in CMD's\n"
     "                             environment (a wrapper that runs redlock again)\n"
+    "      --replica-acks K       a node's grant (and each renewal) counts only once\n"
+    "                             K of its replicas have it (WAIT; 0..64, default 0\n"
+    "                             or 'replica_acks' in the config file): for nodes\n"
+    "                             that fail over, e.g. redis-sentinel:// groups\n"
+    "      --replica-timeout DURATION  how long to wait for those replicas (default:\n"
+    "                             the node --timeout, or 'replica_timeout')\n"
     "\n"
-    "With -v, says how long the wait took and which nodes granted the lock.\n"
+    "With -v, says how long the wait took and which nodes granted the lock (with\n"
+    "--replica-acks, how many replicas acknowledged each grant).\n"
     "\n"
     "Exit status: CMD's own (128+N if it died of signal N); 75 (or -E N) not\n"
-    "acquired in time; 69 no quorum of nodes reachable; 76 lock lost while CMD\n"
+    "acquired in time; 69 no quorum of nodes reachable (or of replicas\n"
+    "acknowledging, with --replica-acks); 76 lock lost while CMD\n"
     "ran; 77 credentials refused (AUTH, TLS); 78 a node refuses the lock for\n"
     "good (WRONGTYPE, bad db); 128+N signal N while waiting; 64 usage error;\n"
     "70 internal error; 126/127 CMD could not be run.\n";
@@ -129,20 +137,26 @@ static const char unlock_help[] =
     "quorum of nodes answered.\n";
 
 static const char rig_help[] =
-    "usage: redlock rig start|stop|status [--nodes-count N] [--base-port P] [--tls]\n"
-    "                                     [--aof] [--dir D]\n"
+    "usage: redlock rig start|stop|status|env [--nodes-count N] [--base-port P] [--tls]\n"
+    "                                         [--aof] [--dir D]\n"
+    "       redlock rig start --sentinel G [--base-port P] [--aof] [--dir D]\n"
     "\n"
     "Starts, stops or lists the local rig of redis-server processes (from PATH)\n"
     "on 127.0.0.1, ports P..P+N-1 (default 7001..7005), without persistence\n"
     "unless --aof (appendfsync always); --tls generates a test CA and serves TLS.\n"
     "State lives in --dir (default $REDLOCK_RIG_DIR, else /tmp/redlock-rig-P).\n"
     "status prints one line per node: index, port, pid, up|frozen|down (--json).\n"
+    "--sentinel G starts G groups of a master and a replica (ports P..P+2G-1) and\n"
+    "3 sentinels watching them as group1..groupG (P+2G..P+2G+2); status adds each\n"
+    "node's role and group and a line per sentinel. env prints the rig's settings;\n"
+    "its RIG_URIS is the node list (one redis-sentinel:// URI per group).\n"
     "The work is done by scripts/rig:\n"
     "$REDLOCK_RIG_SCRIPT, else ../scripts/rig next to this program, else the\n"
     "installed copy in share/redlock, else the source tree it was built from.\n";
 
 static const char demo_help[] =
     "usage: redlock demo [--workers W] [--seconds S] [--base-port P] [--nodes-count N]\n"
+    "       redlock demo --sentinel [--groups G] [--workers W] [--seconds S] [--base-port P]\n"
     "\n"
     "Starts an N-node rig (default 5) on ports P.. (default 7001) unless one runs\n"
     "there, runs W (default 6) concurrent 'redlock exec' workers that record their\n"
@@ -151,7 +165,15 @@ static const char demo_help[] =
     "and thaws them (SIGCONT), prints a live timeline, then checks every pair of\n"
     "critical sections for overlap and the counter for lost updates. Runs about S\n"
     "(default 15) seconds; stops the rig afterwards if it started it.\n"
-    "Exit status 0 only if no two critical sections overlapped.\n";
+    "\n"
+    "--sentinel: instead, starts G (default 3) Sentinel groups (a master and a\n"
+    "replica each; never on a rig it did not start), runs the workers with\n"
+    "--replica-acks 1, SIGKILLs group 1's master a third of the way in, waits for\n"
+    "the sentinels' failover, restarts the killed node as the new replica, and\n"
+    "reports the time from the kill to the failover and to the first acquire\n"
+    "after it; the workers must go on.\n"
+    "Exit status 0 only if no two critical sections overlapped (--sentinel: and\n"
+    "the workers acquired the lock after the kill).\n";
 
 int cli_usage(const char *cmd, int to_stderr)
 {

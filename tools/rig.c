@@ -128,30 +128,62 @@ int cli_run_rig(const char *script, const char *const *args, char *out, size_t c
     return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
 }
 
-enum { R_NODES_COUNT = 1, R_BASE_PORT, R_TLS, R_AOF, R_DIR };
+enum { R_NODES_COUNT = 1, R_BASE_PORT, R_TLS, R_AOF, R_DIR, R_SENTINEL };
 
+/* A pid column: a number, or "-" for a node that is down (JSON null). */
+static const char *json_pid(const char *pid)
+{
+    return strcmp(pid, "-") == 0 ? "null" : pid;
+}
+
+/*
+ * `rig status` lines: "I PORT PID STATE" per node; a sentinel rig adds
+ * "ROLE GROUP" to each node ("-" for a role that is not known, e.g. of a
+ * node that is down) and a line "sI PORT PID STATE sentinel" per sentinel.
+ */
 static void print_status_json(const char *out, const char *base_port)
 {
-    const char *line = out;
-    int first = 1;
+    const char *line;
+    int first = 1, pass;
 
-    printf("{\"base_port\":%s,\"nodes\":[", base_port);
-    while (line && *line) {
-        unsigned idx, port;
-        char pid[24], state[24];
+    printf("{\"base_port\":%s", base_port);
+    for (pass = 0; pass < 2; pass++) {
+        printf(",\"%s\":[", pass == 0 ? "nodes" : "sentinels");
+        first = 1;
+        for (line = out; line && *line;
+             line = strchr(line, '\n') ? strchr(line, '\n') + 1 : NULL) {
+            unsigned idx, port;
+            char pid[24], state[24], role[24], group[40];
+            int n;
 
-        if (sscanf(line, "%u %u %23s %23s", &idx, &port, pid, state) == 4) {
-            printf("%s{\"node\":%u,\"port\":%u,\"pid\":%s,\"state\":", first ? "" : ",", idx,
-                   port, strcmp(pid, "-") == 0 ? "null" : pid);
-            cli_json_string(state);
-            printf("}");
-            first = 0;
+            if (pass == 0 &&
+                (n = sscanf(line, "%u %u %23s %23s %23s %39s", &idx, &port, pid, state, role,
+                            group)) >= 4) {
+                printf("%s{\"node\":%u,\"port\":%u,\"pid\":%s,\"state\":", first ? "" : ",",
+                       idx, port, json_pid(pid));
+                cli_json_string(state);
+                if (n == 6) {
+                    printf(",\"role\":");
+                    if (strcmp(role, "-") == 0)
+                        printf("null");
+                    else
+                        cli_json_string(role);
+                    printf(",\"group\":");
+                    cli_json_string(group);
+                }
+                printf("}");
+                first = 0;
+            } else if (pass == 1 && sscanf(line, "s%u %u %23s %23s", &idx, &port, pid, state) == 4) {
+                printf("%s{\"sentinel\":%u,\"port\":%u,\"pid\":%s,\"state\":",
+                       first ? "" : ",", idx, port, json_pid(pid));
+                cli_json_string(state);
+                printf("}");
+                first = 0;
+            }
         }
-        line = strchr(line, '\n');
-        if (line)
-            line++;
+        printf("]");
     }
-    printf("]}\n");
+    printf("}\n");
 }
 
 int cli_cmd_rig(cli_globals *g, int argc, char **argv)
@@ -161,10 +193,11 @@ int cli_cmd_rig(cli_globals *g, int argc, char **argv)
                                    {"tls", 0, 0, R_TLS},
                                    {"aof", 0, 0, R_AOF},
                                    {"dir", 0, 1, R_DIR},
+                                   {"sentinel", 0, 1, R_SENTINEL},
                                    {NULL, 0, 0, 0}};
     cli_args a = {argc, argv, 0, "rig", g};
     const char *args[16], *v, *verb = NULL, *script;
-    const char *count_s = NULL, *port_s = "7001", *dir = NULL;
+    const char *count_s = NULL, *port_s = "7001", *dir = NULL, *groups_s = NULL;
     int id, tmp, tls = 0, aof = 0, rc;
     size_t n = 0;
     char out[8192];
@@ -181,8 +214,9 @@ int cli_cmd_rig(cli_globals *g, int argc, char **argv)
                 cli_error("rig", "unexpected argument '%s'", v);
                 return CLI_EX_USAGE;
             }
-            if (strcmp(v, "start") && strcmp(v, "stop") && strcmp(v, "status")) {
-                cli_error("rig", "'%s' is not one of start, stop, status", v);
+            if (strcmp(v, "start") && strcmp(v, "stop") && strcmp(v, "status") &&
+                strcmp(v, "env")) {
+                cli_error("rig", "'%s' is not one of start, stop, status, env", v);
                 return CLI_EX_USAGE;
             }
             verb = v;
@@ -206,17 +240,29 @@ int cli_cmd_rig(cli_globals *g, int argc, char **argv)
         case R_DIR:
             dir = v;
             break;
+        case R_SENTINEL:
+            /* scripts/rig's own bound: 2G data nodes and 3 sentinels. */
+            if (cli_parse_int("--sentinel", v, 1, 16, &tmp))
+                return CLI_EX_USAGE;
+            groups_s = v;
+            break;
         default:
             cli_error("rig", "unexpected '--'");
             return CLI_EX_USAGE;
         }
     }
     if (!verb) {
-        cli_error("rig", "missing start, stop or status");
+        cli_error("rig", "missing start, stop, status or env");
         return CLI_EX_USAGE;
     }
-    if (strcmp(verb, "start") != 0 && (count_s || tls || aof)) {
-        cli_error(verb, "--nodes-count, --tls and --aof apply to 'rig start' only");
+    if (strcmp(verb, "start") != 0 && (count_s || tls || aof || groups_s)) {
+        cli_error(verb, "--nodes-count, --sentinel, --tls and --aof apply to 'rig start' only");
+        return CLI_EX_USAGE;
+    }
+    /* A sentinel rig's size is its groups (two nodes each), and the rig
+     * script serves its sentinels without TLS. */
+    if (groups_s && (count_s || tls)) {
+        cli_error("--sentinel", "does not combine with %s", count_s ? "--nodes-count" : "--tls");
         return CLI_EX_USAGE;
     }
     if (!(script = cli_find_rig()))
@@ -227,6 +273,10 @@ int cli_cmd_rig(cli_globals *g, int argc, char **argv)
     if (count_s) {
         args[n++] = "--nodes";
         args[n++] = count_s;
+    }
+    if (groups_s) {
+        args[n++] = "--sentinel";
+        args[n++] = groups_s;
     }
     if (dir) {
         args[n++] = "--dir";

@@ -1325,5 +1325,156 @@ case_sentinel() {
   note "sentinel URIs in -n (twice), REDLOCK_NODES and a config file"
 }
 
+# Starts `redlock rig --sentinel $1` on free ports (the tool's own rig
+# command) and sets BASE and SENTINEL_URIS (one redis-sentinel:// URI per
+# group, from `redlock rig env`).
+sentinel_rig_up() {
+  local attempt
+  export REDLOCK_RIG_DIR=$RIG_DIR
+  for attempt in 1 2 3; do
+    BASE=$(free_base $((2 * $1 + 3))) || fail "no free ports"
+    run rig start --sentinel "$1" --base-port "$BASE"
+    [ "$RC" = 0 ] && break
+    "$RIG" stop --dir "$RIG_DIR" >/dev/null 2>&1 || true
+    rm -rf "$RIG_DIR"
+    [ "$attempt" != 3 ] || fail "could not start the sentinel rig: $(cat "$WORK/err")"
+  done
+  run rig env --base-port "$BASE"
+  expect_rc 0 "rig env"
+  SENTINEL_URIS=$(sed -n 's/^RIG_URIS=//p' "$WORK/out")
+  case "$SENTINEL_URIS" in redis-sentinel://*) ;; *) fail "rig env: no RIG_URIS: $(cat "$WORK/out")";; esac
+}
+
+# --replica-acks K and --replica-timeout: validation (usage errors, 64),
+# the config keys, and command line > config file. Which K is in effect is
+# read from exec -v, which names the replicas that acknowledged each grant
+# when K > 0.
+case_replica_acks() {
+  local v
+  for v in 65 -1 x '' 1.5 1e1 99999999999999999999; do
+    run -n redis://127.0.0.1:1 exec ra --replica-acks "$v" -- true
+    expect_rc 64 "--replica-acks '$v'"
+    expect_one_error_line "--replica-acks '$v'"
+    grep -q "^redlock: --replica-acks: .*(0\.\.64)" "$WORK/err" || fail "--replica-acks '$v': $(cat "$WORK/err")"
+  done
+  for v in 0 0ms x 1.5ms 3000000000; do
+    run -n redis://127.0.0.1:1 exec ra --replica-acks 1 --replica-timeout "$v" -- true
+    expect_rc 64 "--replica-timeout '$v'"
+    expect_one_error_line "--replica-timeout '$v'"
+  done
+  run -n redis://127.0.0.1:1 exec ra --replica-acks=64 --replica-timeout=1.5s --wait 0 -- true
+  [ "$RC" != 64 ] || fail "--replica-acks 64 --replica-timeout 1.5s refused: $(cat "$WORK/err")"
+  run -n redis://127.0.0.1:1 exec ra --replica-timeout 2s --wait 0 -- true
+  grep -q "^redlock: warning: --replica-timeout: has no effect without --replica-acks" "$WORK/err" ||
+    fail "--replica-timeout without --replica-acks: no warning: $(cat "$WORK/err")"
+  printf 'replica_acks = 65\n' >"$WORK/bad.conf"
+  run --config "$WORK/bad.conf" -n redis://127.0.0.1:1 exec ra -- true
+  expect_rc 64 "replica_acks = 65 in the config file"
+  grep -q "bad.conf:1: replica_acks: '65' is not a number of replicas" "$WORK/err" || fail "config: $(cat "$WORK/err")"
+  printf 'replica_timeout = soon\n' >"$WORK/bad.conf"
+  run --config "$WORK/bad.conf" -n redis://127.0.0.1:1 exec ra -- true
+  expect_rc 64 "replica_timeout = soon in the config file"
+  note "--replica-acks / --replica-timeout / config keys: bad values are usage errors"
+
+  sentinel_rig_up 1
+  printf 'nodes = %s\nreplica_acks = 1\nreplica_timeout = 2s\n' "$SENTINEL_URIS" >"$WORK/ha.conf"
+  run --config "$WORK/ha.conf" -v exec ra -- true
+  expect_rc 0 "exec with replica_acks = 1 from the config file"
+  grep -q "acquired after .*replica(s) acked" "$WORK/err" || fail "replica_acks from the config not in effect: $(cat "$WORK/err")"
+  run --config "$WORK/ha.conf" -v exec ra --replica-acks 0 -- true
+  expect_rc 0 "exec --replica-acks 0 over the config's 1"
+  grep -q "acquired after" "$WORK/err" || fail "no -v line: $(cat "$WORK/err")"
+  grep -q "replica(s) acked" "$WORK/err" && fail "--replica-acks 0 must beat the config file: $(cat "$WORK/err")"
+  run -n "$SENTINEL_URIS" -v exec ra --replica-acks 1 -- true
+  expect_rc 0 "exec --replica-acks 1 on a group with one replica"
+  # The library reports how many replicas acknowledged the grant.
+  grep -q "(1 replica(s) acked)" "$WORK/err" ||
+    fail "no acknowledgement reported: $(cat "$WORK/err")"
+  note "K reaches the library: the grant was acknowledged by 1 replica"
+  # Two asked of a group with one replica: no grant can count.
+  run -n "$SENTINEL_URIS" exec ra --replica-acks 2 --replica-timeout 100ms -- true
+  expect_rc 69 "exec --replica-acks 2 on a group with one replica"
+  grep -q "1 of 2 replicas acknowledged" "$WORK/err" || fail "no reason: $(cat "$WORK/err")"
+  note "--replica-acks 2 on a group with one replica: refused, saying why"
+  run rig stop --base-port "$BASE"
+  expect_rc 0 "rig stop"
+  note "replica_acks: command line > config file, passed to the lock"
+}
+
+# redlock rig --sentinel G: start, status (text and JSON: roles, groups,
+# sentinels), env, stop; and its usage errors.
+case_rig_sentinel() {
+  local p
+  run rig start --sentinel 0
+  expect_rc 64 "rig start --sentinel 0"
+  run rig start --sentinel 17
+  expect_rc 64 "rig start --sentinel 17"
+  run rig start --sentinel 1 --nodes-count 3
+  expect_rc 64 "--sentinel with --nodes-count"
+  run rig status --sentinel 1
+  expect_rc 64 "--sentinel with status"
+  sentinel_rig_up 1
+  run rig status --base-port "$BASE"
+  expect_rc 0 "rig status"
+  grep -q "^1 $BASE [0-9]* up master group1" "$WORK/out" || fail "rig status: $(cat "$WORK/out")"
+  grep -q "^s3 $((BASE + 4)) [0-9]* up sentinel" "$WORK/out" || fail "rig status: $(cat "$WORK/out")"
+  run --json rig status --base-port "$BASE"
+  expect_rc 0 "rig status --json"
+  python3 -c '
+import json, sys
+s = json.load(open(sys.argv[1]))
+b = int(sys.argv[2])
+assert [(n["port"], n["role"], n["group"], n["state"]) for n in s["nodes"]] == \
+    [(b, "master", "group1", "up"), (b + 1, "replica", "group1", "up")], s
+assert [(x["sentinel"], x["port"], x["state"]) for x in s["sentinels"]] == \
+    [(i + 1, b + 2 + i, "up") for i in range(3)], s
+' "$WORK/out" "$BASE" || fail "rig status JSON: $(cat "$WORK/out")"
+  run -n "$SENTINEL_URIS" exec rs -- true
+  expect_rc 0 "exec on the sentinel rig the tool started"
+  run rig stop --base-port "$BASE"
+  expect_rc 0 "rig stop"
+  for p in $(seq "$BASE" $((BASE + 4))); do
+    port_busy "$p" && fail "port $p still listening after rig stop"
+  done
+  note "rig --sentinel 1: start, status (text, JSON), env, stop"
+}
+
+# demo --sentinel: workers with --replica-acks 1 go on through the kill of
+# group 1's master; the failover and the first acquire after it are timed.
+case_demo_sentinel() {
+  local base t0 t p
+  export REDLOCK_RIG_DIR=$RIG_DIR
+  run demo --groups 2
+  expect_rc 64 "--groups without --sentinel"
+  run demo --sentinel --nodes-count 3
+  expect_rc 64 "--nodes-count with --sentinel"
+  # Three groups: with replica acknowledgement a group whose master was
+  # killed grants nothing until its restarted node has synced as the new
+  # master's replica, so the workers go on through the other two.
+  base=$(free_base 9) || fail "no free ports"
+  t0=$(now_ms)
+  run demo --sentinel --groups 3 --base-port "$base" --seconds 9 --workers 4
+  t=$(($(now_ms) - t0))
+  cat "$WORK/out"
+  expect_rc 0 "demo --sentinel"
+  grep -q '^PASS: no two of the [1-9][0-9]* critical sections overlapped' "$WORK/out" || fail "no PASS verdict"
+  grep -q "SIGKILL group 1's master (node 1, port $base)" "$WORK/out" || fail "no master kill"
+  grep -Eq '^  failover            [0-9]+ ms after the kill \(new master: port '"$((base + 1))"'\)' "$WORK/out" ||
+    fail "no failover reported"
+  grep -Eq '^  acquisitions        [0-9]+ \([1-9][0-9]* after group 1' "$WORK/out" || fail "the workers did not go on"
+  grep -Eq '^  first acquire after the kill: [0-9]+ ms after it' "$WORK/out" || fail "no time to the first acquire"
+  for p in $(seq "$base" $((base + 8))); do
+    port_busy "$p" && fail "the demo left port $p of the rig it started listening"
+  done
+  note "demo --sentinel passed in $t ms"
+  # The sentinel demo kills a master: never on a rig it did not start.
+  "$RIG" start --base-port "$base" --nodes 3 --dir "$RIG_DIR" >/dev/null || fail "rig start"
+  run demo --sentinel --groups 1 --base-port "$base"
+  expect_rc 64 "demo --sentinel on a running rig"
+  grep -q "runs only on a rig it starts" "$WORK/err" || fail "demo --sentinel on a running rig: $(cat "$WORK/err")"
+  [ "$("$RIG" status --dir "$RIG_DIR" | awk '$4 != "up"' | wc -l)" = 0 ] || fail "the demo touched a rig it did not start"
+  note "demo --sentinel refuses a rig it did not start"
+}
+
 "case_$CASE"
 echo "PASS: cli_$CASE"

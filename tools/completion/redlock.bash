@@ -16,7 +16,7 @@ _redlock_value_opts='-n --nodes -q --quorum --config --password-file --user
     --tls-ca --tls-cert --tls-key --tls-server-name --connect-timeout --timeout
     --watchdog-lease -w --wait --lease --on-lost --grace --unavailable-timeout
     -c --command -E --conflict-exit-code --nodes-count --base-port --dir
-    --workers --seconds'
+    --workers --seconds --replica-acks --replica-timeout --groups'
 _redlock_commands='exec status unlock rig demo version help'
 
 # Completes files (dirs: directories only) into COMPREPLY.
@@ -124,7 +124,8 @@ _redlock()
         return ;;
     --user | --tls-server-name | --connect-timeout | --timeout | --watchdog-lease | \
         --grace | --unavailable-timeout | -E | \
-        --conflict-exit-code | --nodes-count | --base-port | --workers | --seconds)
+        --conflict-exit-code | --nodes-count | --base-port | --workers | --seconds | \
+        --replica-acks | --replica-timeout | --groups)
         return ;;  # a number or a name: nothing to offer
     esac
 
@@ -142,6 +143,8 @@ _redlock()
         fi
         if [[ $w == -* ]]; then
             [[ $w != *=* && " ${_redlock_value_opts//$'\n'/ } " == *" $w "* ]] && skip=1
+            # rig's --sentinel takes a value; demo's is a switch.
+            [[ $cmd == rig && $w == --sentinel ]] && skip=1
             continue
         fi
         if [[ -z $cmd ]]; then
@@ -172,7 +175,8 @@ _redlock()
         if [[ $cur == -* ]]; then
             words_="$opts -w --wait -N --nonblock --lease --on-lost --grace
                 --fencing --fair --unavailable-timeout -c --command -E
-                --conflict-exit-code --keep-secret-env --"
+                --conflict-exit-code --keep-secret-env --replica-acks
+                --replica-timeout --"
         elif ((npos == 1)); then
             # After NAME: the command to run.
             mapfile -t COMPREPLY < <(compgen -c -- "$cur")
@@ -190,12 +194,13 @@ _redlock()
         fi ;;
     rig)
         if [[ $cur == -* ]]; then
-            words_="$opts --nodes-count --base-port --tls --aof --dir"
+            words_="$opts --nodes-count --base-port --tls --aof --dir --sentinel"
         elif ((npos == 0)); then
-            words_='start stop status'
+            words_='start stop status env'
         fi ;;
     demo)
-        [[ $cur == -* ]] && words_="$opts --workers --seconds --base-port --nodes-count" ;;
+        [[ $cur == -* ]] && words_="$opts --workers --seconds --base-port --nodes-count
+            --sentinel --groups" ;;
     help)
         ((npos == 0)) && [[ $cur != -* ]] && words_=$_redlock_commands ;;
     esac

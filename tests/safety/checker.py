@@ -30,7 +30,7 @@ VEND_RESOLUTION_NS = 2 * NS_PER_MS
 
 class Hold:
     __slots__ = ("worker", "name", "seq", "mode", "ab", "ae", "token", "vend", "rb",
-                 "re", "unlock", "lost_ns", "lost_reason", "writes", "members", "want")
+                 "re", "unlock", "lost_ns", "lost_reason", "writes", "members", "want", "acks")
 
     def __init__(self, f):
         self.worker = int(f[1])
@@ -48,6 +48,14 @@ class Hold:
         self.members = f[15] if len(f) > 15 else "?"
         # When the worker began wanting the name (older records: ab).
         self.want = int(f[16]) if len(f) > 16 else self.ab
+        # Replicas that acknowledged each member's grant, "1,-,1" (only
+        # with --replica-acks; None otherwise).
+        self.acks = f[17] if len(f) > 17 else None
+
+    def granted_by(self, member):
+        """Whether member (0-based) granted this hold's acquire."""
+        part = self.members.split("/")[0]
+        return member < len(part) and part[member] == "G"
 
     @property
     def end(self):
@@ -89,7 +97,7 @@ def load(path):
                     continue
                 try:
                     kind = f[0]
-                    if kind == "H" and len(f) in (15, 16, 17):
+                    if kind == "H" and len(f) in (15, 16, 17, 18):
                         holds.append(Hold(f))
                     elif kind == "F" and len(f) in (7, 8):
                         # (worker, name, ab, ae, wait_ms, rc, want)
@@ -394,6 +402,164 @@ def check_pause(holds, writes, events, problems):
             problems.append(f"victim {vid}: a write after resume was accepted")
 
 
+def is_lost(h):
+    return (h.lost_ns > 0 or h.unlock == "REDLOCK_ELOST"
+            or (h.vend > 0 and h.vend + VEND_RESOLUTION_NS < h.rb))
+
+
+def acks_in_effect(holds):
+    """Whether this build honours replica_acks: it reports the replicas that
+    acknowledged a grant (replicas_acked >= 0, "-" when none were asked).
+    A build that accepts the option and ignores it reports 0 for every
+    member of every hold."""
+    return any(v != "0" for h in holds if h.acks for v in h.acks.split(","))
+
+
+def unacknowledged_grants(holds, need):
+    """Holds of the contending workers that counted a member's grant
+    acknowledged by fewer than `need` replicas."""
+    bad = []
+    for h in holds:
+        if h.worker >= 100 or not h.acks:
+            continue
+        acks = h.acks.split(",")
+        for i, v in enumerate(acks):
+            if h.granted_by(i) and (v == "-" or int(v) < need):
+                bad.append(h)
+                break
+    return bad
+
+
+def report_failovers(nemesis, holds, events, problems):
+    """Failover cases: for each master kill, how long the failover took, the
+    time from the kill to the first successful acquire begun after the
+    master was gone (any name, any members) and to the first one the killed
+    group granted (on its new master), and how the holds that group had
+    granted at the kill fared. The kill time
+    is the kill_master event, logged right before `rig kill-master` (which
+    looks the master up, SIGKILLs it and waits until it is gone), so the
+    times are never understated. The kill command's own time (a master
+    lookup, SIGKILL, waiting until the process is gone) is printed too."""
+    kills = [(t, a) for t, ev, a in events if ev == "kill_master"]
+    timeouts = [a for t, ev, a in events if ev == "failover_timeout"]
+    for a in timeouts:
+        problems.append(f"no failover of group {a[0]} from port {a[1]} within 30 s")
+    if not kills:
+        problems.append("no master was killed")
+        return
+    by_ae = sorted(holds, key=lambda h: h.ae)
+    firsts, on_new = [], []
+    for t, a in kills:
+        g = int(a[0])
+        done = next((u for u, ev, b in events if ev == "failover_done" and u > t and b[0] == a[0]),
+                    None)
+        # The master is surely dead once `killed` is logged: an acquire
+        # begun after that was not granted by it.
+        gone = next((u for u, ev, b in events if ev == "killed" and u >= t and b[0] == a[0]), t)
+        first = next((h for h in by_ae if h.ab > gone), None)
+        first_g = next((h for h in by_ae if h.ab > gone and h.granted_by(g - 1)), None)
+        at_kill = [h for h in holds if h.ae < t < h.end and h.granted_by(g - 1)]
+        lost = [h for h in at_kill if is_lost(h)]
+        ms = lambda h: f"{(h.ae - t) / 1e6:.0f} ms" if h else "none"
+        if first:
+            firsts.append((first.ae - t) / 1e6)
+        if first_g:
+            on_new.append((first_g.ae - t) / 1e6)
+        print(f"# failover: group {g} master {a[1]} killed at {fmt_t(t)}"
+              f"{' (' + ' '.join(a[2:]) + ')' if len(a) > 2 else ''}; sentinels agreed on "
+              f"{'the new master ' + f'{(done - t) / 1e6:.0f} ms' if done else 'no new master'} "
+              f"later (kill command {(gone - t) / 1e6:.0f} ms); first acquire after the kill "
+              f"{ms(first)}, first granted by group {g} "
+              f"(its new master) {ms(first_g)}; holds group {g} had granted at the kill: "
+              f"{len(at_kill)}, lost since: {len(lost)}")
+    if firsts:
+        print(f"# failover: {len(kills)} master kills; kill to first acquire: "
+              f"{', '.join(f'{x:.0f}' for x in firsts)} ms; kill to first grant by the killed "
+              f"group's new master: {', '.join(f'{x:.0f}' for x in on_new) or 'none'} ms")
+
+
+def check_races(holds, fails, writes, events, pairs, problems):
+    """failover_noacks: the forced races. Race 200/201 (replica_acks = 0)
+    must produce the violation, so that the checker is shown able to catch
+    it. Race 300/301 (replica_acks = 1) must not: the victim may get the
+    lock only after the frozen replica was thawed, and the probe must not
+    get it from the promoted replica.
+
+    Until the library implements replica_acks (it accepted the option and
+    ignored it at first), race 300 cannot be judged: the harness tells by
+    the background workers, which run with replica_acks = 0. A build that
+    implements it reports replicas_acked = -1 ("-" in the records) for a
+    grant no WAIT was asked for; one that does not reports 0."""
+    ev = defaultdict(dict)
+    for t, e, a in events:
+        if a:
+            ev[e].setdefault(a[0], t)
+    det = [p for p in pairs if p[0].name == "safety-det"]
+    det2 = [p for p in pairs if p[0].name == "safety-det2"]
+    v1 = [h for h in holds if h.worker == 200]
+    p1 = [h for h in holds if h.worker == 201]
+    if "200" in ev["race_begin"]:
+        line = "# race replica_acks=0: "
+        if not v1:
+            problems.append("race 200: the victim never got the lock")
+        else:
+            h = v1[0]
+            line += (f"victim held safety-det from {fmt_t(h.ae)} (token {h.token}); ")
+            if p1:
+                line += (f"after the failover the probe got it at {fmt_t(p1[0].ae)} "
+                         f"(token {p1[0].token}) from the promoted replica, "
+                         f"{(p1[0].ae - ev['killed'].get('1', p1[0].ae)) / 1e6:.0f} ms after the "
+                         f"kill; ")
+            stale = [f for f in fails if f[0] == 201]
+            if not p1:
+                problems.append("race 200: the probe did not get the lock after the failover: "
+                                "the forced race did not produce the violation"
+                                + (f" (probe: {stale[0][5]})" if stale else ""))
+            stale = [w for w in writes if w["worker"] == 200 and w["rc"] == "REDLOCK_ESTALE_TOKEN"]
+            line += f"{len(det)} overlaps; fencing rejected {len(stale)} of the victim's writes"
+            # The probe's token comes from the new master's clock (the
+            # node-time term), so it is above the victim's although the
+            # stored token was lost: fencing applies, and must have worked.
+            if p1 and not stale:
+                problems.append("race 200: fencing rejected none of the victim's writes after "
+                                "the probe's")
+        print(line)
+        if p1 and not det:
+            problems.append("race 200: the probe acquired while the victim held the lock, "
+                            "yet no overlap was found")
+    if "300" in ev["race_begin"]:
+        thaw = ev["replica_thaw"].get("300")
+        v2 = [h for h in holds if h.worker == 300]
+        p2 = [h for h in holds if h.worker == 301]
+        effective = acks_in_effect(holds)
+        if v2:
+            h = v2[0]
+            acks = h.acks or "-"
+            if thaw is not None and h.ae < thaw:
+                if not effective:
+                    print(f"# race replica_acks=1: NOT IN EFFECT: the victim was granted at "
+                          f"{fmt_t(h.ae)} while the replica was frozen (acks {acks}), and "
+                          f"grants without WAIT report 0 acknowledgements rather than -1: this "
+                          f"build does not implement replica_acks yet; the race is not judged")
+                else:
+                    problems.append(f"race 300: granted while the replica was frozen "
+                                    f"(acks {acks}): {h}")
+            else:
+                print(f"# race replica_acks=1: the victim waited {(h.ae - h.ab) / 1e6:.0f} ms "
+                      f"and was granted {(h.ae - thaw) / 1e6 if thaw else 0:.0f} ms after the "
+                      f"replica was thawed (acks {acks}); "
+                      + (f"the probe got the lock from the promoted replica at {fmt_t(p2[0].ae)}"
+                         if p2 else "the promoted replica still had the hold: the probe was refused"))
+        else:
+            print("# race replica_acks=1: the victim was refused for its whole wait "
+                  f"({', '.join(sorted(set(f[5] for f in fails if f[0] == 300))) or '?'})")
+        if effective:
+            if det2:
+                problems.append(f"race 300: {len(det2)} overlaps with replica_acks = 1")
+            if p2 and v2 and p2[0].ae < v2[0].end:
+                problems.append("race 300: the probe got the lock the victim held")
+
+
 def check_soak(samples, totals, duration_ns, start, problems):
     per = defaultdict(list)
     for (wid, t, rss, fds, cycles) in samples:
@@ -437,7 +603,7 @@ def main():
     problems = []
     # Outside the algorithm's assumptions: these may break mutual exclusion,
     # and the checker must see it when they do.
-    expect_violation = args.nemesis in ("kill_nopersist", "clock_far")
+    expect_violation = args.nemesis in ("kill_nopersist", "clock_far", "failover_noacks")
 
     pairs = overlaps(holds)
     for a, b in pairs[:10]:
@@ -512,6 +678,20 @@ def main():
 
     if args.nemesis in ("freeze3", "aof_freeze"):
         check_freeze3(args.nemesis, holds, fails, events, problems)
+    if args.nemesis.startswith("failover_"):
+        report_failovers(args.nemesis, holds, events, problems)
+    if args.nemesis == "failover_noacks":
+        check_races(holds, fails, writes, events, pairs, problems)
+    # failover_acks needs replica_acks = 1 in effect: a grant reporting no
+    # acknowledgement means the library ignored it, a failure of its own.
+    if args.nemesis == "failover_acks":
+        if not acks_in_effect(holds):
+            problems.append("no grant reported a replica acknowledgement: replica_acks = 1 "
+                            "was not in effect")
+        bad = unacknowledged_grants(holds, 1)
+        for h in bad[:5]:
+            problems.append(f"a grant counted toward the quorum without a replica's "
+                            f"acknowledgement (acks {h.acks}): {h}")
     if args.nemesis == "pause_holder":
         check_pause(holds, writes, events, problems)
     if args.nemesis == "soak":
@@ -529,12 +709,14 @@ def main():
         probe = [h for h in holds if h.worker == 201]
         why = {"kill_nopersist": "restarting a majority without persistence",
                "clock_far": "a node whose clock runs far faster than the drift bound, in a "
-                            "holder's minimal quorum,"}[args.nemesis]
+                            "holder's minimal quorum,",
+               "failover_noacks": "a failover to a replica that missed the grant "
+                                  "(replica_acks = 0)"}[args.nemesis]
         if pairs:
             print(f"# {args.nemesis}: {len(pairs)} violations DETECTED, as expected: {why} is "
                   f"outside the algorithm's assumptions; fencing stopped {len(stale_valid)} "
                   f"writes of holders that still believed they held the lock")
-        elif probe:
+        elif probe and args.nemesis != "failover_noacks":
             problems.append("the probe acquired while the victim held the lock, yet no overlap was found")
         else:
             print(f"# {args.nemesis}: this schedule produced no overlap")

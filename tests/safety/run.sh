@@ -11,8 +11,11 @@
 #          [--seconds S] [--workers W] [--keep]
 #
 # Nemeses: none freeze1 freeze2 freeze3 kill_aof aof_freeze kill_nopersist
-# netem clock clock_far pause_holder soak. REDLOCK_SAFETY_SECONDS overrides
-# the duration (default 25 s, soak 60 s). Exit status: 0 pass, 1 violation or failed check, 77
+# netem clock clock_far pause_holder soak failover_acks failover_noacks.
+# The failover cases run on Sentinel-managed groups (scripts/rig start
+# --sentinel G) instead of 5 plain nodes. REDLOCK_SAFETY_SECONDS overrides
+# the duration (default 25 s, soak 60 s, failover_acks 40 s,
+# failover_noacks 30 s). Exit status: 0 pass, 1 violation or failed check, 77
 # skipped (netem without CAP_NET_ADMIN), 2 harness error.
 set -euo pipefail
 
@@ -35,15 +38,16 @@ while [ $# -gt 0 ]; do
 done
 case "$nemesis" in
   none|freeze1|freeze2|freeze3|kill_aof|aof_freeze|kill_nopersist|netem|clock|clock_far|pause_holder|soak) ;;
+  failover_acks|failover_noacks) ;;
   *) echo "run.sh: --nemesis must be one of none freeze1 freeze2 freeze3 kill_aof aof_freeze" \
-       "kill_nopersist netem clock clock_far pause_holder soak" >&2; exit 2;;
+       "kill_nopersist netem clock clock_far pause_holder soak failover_acks failover_noacks" >&2; exit 2;;
 esac
 [ -x "$worker_bin" ] || { echo "run.sh: --worker must name the safety_worker binary" >&2; exit 2; }
 if [[ "$nemesis" = clock* ]] && [ ! -f "$fastclock" ]; then
   echo "run.sh: the clock case needs --fastclock (the safety_fastclock library)" >&2; exit 2
 fi
 if [ -z "$seconds" ]; then
-  default=25; [ "$nemesis" = soak ] && default=60
+  case "$nemesis" in soak) default=60;; failover_acks) default=40;; failover_noacks) default=30;; *) default=25;; esac
   seconds=${REDLOCK_SAFETY_SECONDS:-$default}
 fi
 [[ "$seconds" =~ ^[0-9]+$ && "$seconds" -ge 5 ]] || { echo "run.sh: seconds must be >= 5" >&2; exit 2; }
@@ -124,16 +128,26 @@ rig_do() {
 # ---------------------------------------------------------------------------
 # The rig: 5 lock nodes (3 for netem, whose other 2 live in namespaces) and
 # a storage node for the fenced writes, which no nemesis touches.
-rig_nodes=5 rig_opts=()
+# The failover cases: G Sentinel-managed groups (a master and a replica
+# each, nodes 2g-1 and 2g) and 3 sentinels, ports base..base+2G+2, and the
+# storage node after them.
+rig_nodes=5 rig_opts=() groups=0
 case "$nemesis" in
   kill_aof|aof_freeze|soak) rig_opts+=(--aof);;
   netem) rig_nodes=3;;
+  failover_acks) groups=3;;
+  failover_noacks) groups=1;;
 esac
+if [ "$groups" -gt 0 ]; then
+  rig_nodes=$((2 * groups)) rig_opts=(--sentinel "$groups") storage_off=$((2 * groups + 3))
+else
+  rig_opts+=(--nodes "$rig_nodes") storage_off=5
+fi
 started=0
 for attempt in 1 2 3 4 5; do
-  base=$(free_base 6) || { echo "run.sh: no free ports" >&2; exit 2; }
-  if "$rig" start --nodes "$rig_nodes" --base-port "$base" --dir "$work/rig" "${rig_opts[@]}" >/dev/null &&
-     "$rig" start --nodes 1 --base-port $((base + 5)) --dir "$work/storage" >/dev/null; then
+  base=$(free_base $((storage_off + 1))) || { echo "run.sh: no free ports" >&2; exit 2; }
+  if "$rig" start --base-port "$base" --dir "$work/rig" "${rig_opts[@]}" >/dev/null &&
+     "$rig" start --nodes 1 --base-port $((base + storage_off)) --dir "$work/storage" >/dev/null; then
     started=1; break
   fi
   for d in "$work"/rig "$work"/storage; do [ -f "$d/rig.conf" ] && "$rig" stop --dir "$d" || true; done
@@ -165,8 +179,16 @@ if [[ "$nemesis" = clock* ]]; then
   fi
 fi
 uris=""
-for i in $(seq 1 "$rig_nodes"); do uris="$uris${uris:+,}redis://127.0.0.1:$((base + i - 1))"; done
-storage_uri="redis://127.0.0.1:$((base + 5))"
+if [ "$groups" -gt 0 ]; then
+  # One redis-sentinel:// URI per group, in group order (member g-1 is
+  # group g); the list is split only before a scheme.
+  uris=$("$rig" env --dir "$work/rig" | sed -n 's/^RIG_URIS=//p')
+  [ -n "$uris" ] || { echo "run.sh: rig env gave no RIG_URIS" >&2; exit 2; }
+else
+  for i in $(seq 1 "$rig_nodes"); do uris="$uris${uris:+,}redis://127.0.0.1:$((base + i - 1))"; done
+fi
+storage_port=$((base + storage_off))
+storage_uri="redis://127.0.0.1:$storage_port"
 
 # netem: two more nodes, each in its own network namespace joined to the
 # host by a veth pair, with delay, jitter and loss on both ends of the link.
@@ -250,6 +272,15 @@ case "$nemesis" in
   # nodes missed must be delivered after the thaw, not hidden by expiry.
   aof_freeze) wargs+=(--mode mixed --lease-ms 5000 --watchdog-lease-ms 5000 --hold-min-ms 5
                       --hold-max-ms 300 --long-hold-ms 2500 --wait-max-ms 600 --stick);;
+  # Every grant acknowledged by the group's replica (WAIT 1, 250 ms). Some
+  # holds last 1.5-3 s, so that a master dies under holders, not only
+  # under waiters.
+  failover_acks) wargs+=(--mode mixed --lease-ms 3000 --watchdog-lease-ms 3000 --hold-min-ms 5
+                         --hold-max-ms 300 --long-hold-ms 3000 --wait-max-ms 800
+                         --replica-acks 1 --replica-timeout-ms 250);;
+  failover_noacks) wargs+=(--mode mixed --lease-ms 3000 --watchdog-lease-ms 3000 --hold-min-ms 5
+                           --hold-max-ms 300 --long-hold-ms 2000 --wait-max-ms 800
+                           --replica-acks 0);;
   *) wargs+=(--mode mixed --lease-ms 2000 --hold-min-ms 5 --hold-max-ms 300 --long-hold-ms 2500
              --wait-max-ms 600);;
 esac
@@ -461,8 +492,197 @@ restart_segment() {
   deadline=$saved
 }
 
+# ---------------------------------------------------------------------------
+# Failover nemeses (Sentinel rigs). Every wait is bounded; nodes are only
+# signalled through scripts/rig (by node number, checked against its
+# pidfile and /proc), never by name.
+
+rcli() { timeout 5 redis-cli -p "$1" "${@:2}" 2>/dev/null; }
+node_of_port() { echo $(( $1 - base + 1 )); }
+
+# Whether the server on port $1 is a replica whose link to its master is up.
+replica_synced() {
+  local info
+  info=$(rcli "$1" INFO replication | tr -d '\r') || return 1
+  grep -q '^role:slave$' <<<"$info" && grep -q '^master_link_status:up$' <<<"$info"
+}
+wait_replica_synced() {
+  local i
+  for i in $(seq 1 150); do replica_synced "$1" && return 0; sleep 0.1; done
+  return 1
+}
+
+# The killed master of group $1 (port $2) comes back, empty, and rejoins
+# as a replica of the new master (port $3). scripts/rig restarts it as a
+# master, and Sentinel would demote it only about 8 s later (it waits 4
+# publish periods before it reconfigures a node that claims to be a
+# master); an operator's restart script would make it a replica at once,
+# and so does this. Nothing reaches it as a master in between: the clients
+# find masters through the sentinels, which name the new one.
+rejoin() {
+  local g=$1 old=$2 new=$3
+  rig_do restart "$(node_of_port "$old")" || { note "group $g: restart of port $old failed"; return 1; }
+  rcli "$old" REPLICAOF 127.0.0.1 "$new" >/dev/null || true
+  event restarted "$g" "$old"
+  if wait_replica_synced "$old"; then
+    event rejoined "$g" "$old" "$new"
+  else
+    note "group $g: port $old did not resync with $new within 15 s"
+    event rejoin_timeout "$g" "$old"
+  fi
+}
+
+# SIGKILL the master of group $1 (once one of the workers' names is held
+# on it, waiting at most 2 s for that), wait (at most 30 s) until the
+# sentinels agree on a promoted replica that answers as a master, and
+# bring the old master back as a replica. Prints nothing; events record it.
+failover_round() {
+  local g=$1 m old new i r
+  # A group whose replica is not in sync (a failover that went on after
+  # ours, see sentinel_failovers) gets up to 15 s more first.
+  r=$("$rig" replica-of "$g" --dir "$work/rig") || r=""
+  [ -n "$r" ] && ! wait_replica_synced "$r" && note "group $g: replica $r not in sync before the kill"
+  m=$("$rig" master-of "$g" --dir "$work/rig") || { note "group $g: no master known"; return 1; }
+  for i in $(seq 1 20); do
+    [ "$(rcli "$m" EXISTS ${names//,/ })" -gt 0 ] 2>/dev/null && break
+    sleep 0.1
+  done
+  event kill_master "$g" "$m" "held=$(rcli "$m" EXISTS ${names//,/ })"
+  old=$("$rig" kill-master "$g" --dir "$work/rig") || { note "group $g: kill-master failed"; return 1; }
+  event killed "$g" "$old"
+  if ! new=$("$rig" wait-failover "$g" "$old" 30 --dir "$work/rig"); then
+    event failover_timeout "$g" "$old"
+    note "group $g: no failover from port $old within 30 s"
+    return 1
+  fi
+  event failover_done "$g" "$new"
+  rejoin "$g" "$old" "$new"
+}
+
+# failover_acks: the master of each group in turn (group 1, 2, 3, 1, ...),
+# the next one only after the last one's old master rejoined as a replica:
+# with replica_acks = 1 a group without a replica cannot grant, so two
+# groups down at once would leave no quorum (unavailable, not unsafe).
+failover_loop() {
+  local n=0 g
+  sleep_ms 3000
+  while [ "$(time_left)" -gt 12 ] && [ $n -lt 100 ]; do
+    g=$(( n % groups + 1 )); n=$((n + 1))
+    failover_round "$g" || break
+    sleep_ms "$(rand_ms 1000 2000)"
+  done
+  [ $n -ge "$groups" ] || note "only $n of $groups groups lost their master (too little time)"
+}
+
+# failover_noacks: the forced race on one group. $1: replica_acks of the
+# victim and the probe; $2, $3: their worker ids; $4: the lock name.
+#  1. the replica is frozen (SIGSTOP) and the master drops its replication
+#     link (CLIENT KILL TYPE replica). Freezing alone is not enough: what
+#     the master sends to a frozen replica waits in the replica's socket
+#     buffer, and it reads it all when it runs again, before it notices
+#     that the master is gone, so it would be promoted with the hold.
+#  2. the victim acquires on the master (a lease of 15 s, writing through
+#     fencing all the while);
+#     with replica_acks = 0 it is granted at once. Then the master is
+#     SIGKILLed, the replica thawed: Sentinel promotes it without the hold,
+#     and the probe (a fresh client) acquires what the victim still holds.
+#     With replica_acks = 1 the grant cannot be acknowledged while the
+#     replica is frozen: the victim must keep waiting (its attempts fail
+#     with REDLOCK_EREPLICAS) until the replica is thawed 2 s later and
+#     resynchronised from the master's backlog; then the master is killed
+#     the same way, and the promoted replica must still refuse the probe.
+forced_race() {
+  local acks=$1 vid=$2 pid=$3 name=$4 m r ready stop vpid i new
+  ready="$work/logs/ready-$vid" stop="$work/logs/stop-$vid"
+  m=$("$rig" master-of 1 --dir "$work/rig") || { note "race $vid: no master known"; return 1; }
+  r=$("$rig" replica-of 1 --dir "$work/rig")
+  wait_replica_synced "$r" || { note "race $vid: replica $r not in sync"; return 1; }
+  event race_begin "$vid" "acks=$acks" "master=$m" "replica=$r"
+  rig_do freeze "$(node_of_port "$r")"
+  event replica_frozen "$vid" "$r"
+  rcli "$m" CLIENT KILL TYPE replica >/dev/null || true
+  event link_cut "$vid" "$m"
+  start_worker "$vid" --uris "$uris" --storage "$storage_uri" --names "$name" --role victim \
+    --mode lease --lease-ms 15000 --duration-ms 14000 --wait-max-ms 8000 \
+    --replica-acks "$acks" --replica-timeout-ms 200 --ready-file "$ready" --stop-file "$stop"
+  vpid=${worker_pids[-1]}
+  if [ "$acks" -gt 0 ]; then
+    # The victim must not get the lock while the replica cannot hear of it.
+    sleep_ms 2000
+    [ -f "$ready" ] && event granted_while_frozen "$vid"
+    event replica_thaw "$vid" "$r"
+    rig_do thaw "$(node_of_port "$r")"
+    for i in $(seq 1 200); do [ -f "$ready" ] && break; sleep 0.05; done
+  else
+    for i in $(seq 1 200); do [ -f "$ready" ] && break; sleep 0.05; done
+  fi
+  if [ ! -f "$ready" ]; then
+    note "race $vid: the victim never got the lock"; event victim_not_ready "$vid"
+    [ "$acks" -gt 0 ] || { event replica_thaw "$vid" "$r"; rig_do thaw "$(node_of_port "$r")"; }
+    touch "$stop"
+    return 0
+  fi
+  [ "$acks" -gt 0 ] && { wait_replica_synced "$r" || note "race $vid: replica $r did not resync"; }
+  event kill_master 1 "$m" "race=$vid"
+  "$rig" kill-master 1 --dir "$work/rig" >/dev/null || { note "race $vid: kill-master failed"; return 1; }
+  event killed 1 "$m"
+  if [ "$acks" = 0 ]; then
+    event replica_thaw "$vid" "$r"
+    rig_do thaw "$(node_of_port "$r")"
+  fi
+  if ! new=$("$rig" wait-failover 1 "$m" 30 --dir "$work/rig"); then
+    event failover_timeout 1 "$m"; note "race $vid: no failover from port $m within 30 s"
+    touch "$stop"; return 1
+  fi
+  event failover_done 1 "$new"
+  # A fresh client: it finds the new master through the sentinels. It asks
+  # for no acknowledgement (the new master has no replica yet): it only
+  # tests whether the promoted replica still has the victim's hold.
+  event probe_begin "$pid"
+  timeout 30 "$worker_bin" --id "$pid" --out "$work/logs/worker-$pid.log" --uris "$uris" \
+    --storage "$storage_uri" --names "$name" --role probe --mode lease --lease-ms 3000 \
+    --wait-max-ms 3000 --hold-max-ms 300 --replica-acks 0 \
+    2>>"$work/logs/worker-$pid.err" || true
+  event probe_end "$pid"
+  touch "$stop"
+  for i in $(seq 1 100); do kill -0 "$vpid" 2>/dev/null || break; sleep 0.1; done
+  rejoin 1 "$m" "$new"
+}
+
+# How many failovers the sentinels made per group, for the kills the nemesis
+# made: a loaded machine can make a sentinel see a just promoted master as
+# down for down-after-milliseconds (1 s) and fail over again, to the old
+# master that is still resynchronising. Read from the sentinels' logs.
+sentinel_failovers() {
+  local g out="" k s c n
+  for g in $(seq 1 "$groups"); do
+    k=$(awk '$2 == "killed" && $3 == '"$g"'' "$events" | wc -l)
+    c=0
+    for s in 1 2 3; do
+      n=$(grep -c "+switch-master group$g " "$work/rig/sentinel$s/sentinel.log" 2>/dev/null) || n=0
+      [ "$n" -gt "$c" ] && c=$n
+    done
+    out="$out${out:+, }group $g: $c for $k kills"
+  done
+  echo "sentinel failovers: $out"
+}
+
+noacks_races() {
+  sleep_ms 2000
+  if [ "$(time_left)" -gt 12 ]; then forced_race 0 200 201 safety-det || true; fi
+  sleep_ms 1000
+  if [ "$(time_left)" -gt 12 ]; then
+    forced_race 1 300 301 safety-det2 || true
+  else
+    note "no time left for the race with replica_acks = 1"
+  fi
+  [ "$(time_left)" -le 0 ] || sleep "$(time_left)"
+}
+
 case "$nemesis" in
   none) sleep "$seconds";;
+  failover_acks) failover_loop;;
+  failover_noacks) noacks_races;;
   freeze1) freeze_loop 1 300 1500 300 1000;;
   freeze2) freeze_loop 2 300 1500 300 1000;;
   freeze3) freeze_loop 3 1500 3000 1000 2000;;
@@ -504,13 +724,14 @@ for f in "$work"/logs/worker-*.err; do
 done
 
 # What the storage finally holds, to compare with what the writers saw.
-for n in ${names//,/ } safety-det; do
-  printf '%s %s\n' "$n" "$(redis-cli -p $((base + 5)) HMGET "res:{$n}" fence_token value | tr '\n' ' ')"
+for n in ${names//,/ } safety-det safety-det2; do
+  printf '%s %s\n' "$n" "$(redis-cli -p "$storage_port" HMGET "res:{$n}" fence_token value | tr '\n' ' ')"
 done >"$work/logs/storage.final"
 
 [ "$status" = 0 ] || exit "$status"
 extra=()
 [ "$netem_mode" = htb ] && extra+=(--note "netem=htb-fallback")
+[ "$groups" -gt 0 ] && extra+=(--note "$(sentinel_failovers)")
 # The summary line also stays in the work directory, for tables.
 verdict=0
 python3 "$checker" --nemesis "$nemesis" --dir "$work/logs" "${extra[@]}" >"$work/checker.out" || verdict=$?

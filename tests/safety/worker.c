@@ -4,13 +4,20 @@
  *
  * It takes fencing locks on a 5-node rig through the public API only and
  * records, on CLOCK_MONOTONIC (shared by every process on the machine),
- * everything the checker needs to judge mutual exclusion afterwards:
+ * everything the checker needs to judge mutual exclusion afterwards (its
+ * nodes may also be Sentinel-managed groups, redis-sentinel:// URIs, each
+ * grant acknowledged by --replica-acks replicas):
  *
  *   F worker name ab ae wait_ms rc want            a failed acquire call
  *   H worker name seq mode ab ae token vend rb re unlock_rc lost_ns
  *     lost_reason writes members want              one hold (members: what
  *                                                  each member answered to
  *                                                  the acquire / the release)
+ *     [acks]                                       acks: replicas that
+ *                                                  acknowledged each member's
+ *                                                  grant, e.g. "1,1,-" (only
+ *                                                  with --replica-acks; "-":
+ *                                                  none reported)
  *   A worker name want t                           still wanting name when
  *                                                  the run ended (--stick)
  *   W worker name seq wb we token rc in_validity   one fenced write
@@ -102,6 +109,10 @@ typedef struct config {
     int64_t sample_ms;
     int unchecked;
     int stick; /* after a failed attempt, try the same name again */
+    /* redlock_lock_options.replica_acks and replica_timeout_ms; -1: not
+     * given (no WAIT, and the H line has no acks field). */
+    int replica_acks;
+    int replica_timeout_ms;
 } config;
 
 typedef struct worker {
@@ -288,6 +299,26 @@ static void members_outcome(redlock_lock *lock, char *out, size_t cap)
     out[i] = '\0';
 }
 
+/* The replicas that acknowledged each member's grant, comma-separated
+ * ("-" for a member without a report of them). */
+static void members_acks(redlock_lock *lock, char *out, size_t cap)
+{
+    size_t i, n = redlock_lock_member_count(lock), len = 0;
+
+    out[0] = '\0';
+    for (i = 0; i < n && len + 16 < cap; i++) {
+        redlock_member_report r;
+        int k = -1;
+
+        if (redlock_lock_report(lock, i, &r) == REDLOCK_OK)
+            k = r.replicas_acked;
+        len += (size_t)(k >= 0 ? snprintf(out + len, cap - len, "%s%d", i ? "," : "", k)
+                               : snprintf(out + len, cap - len, "%s-", i ? "," : ""));
+    }
+    if (!out[0])
+        snprintf(out, cap, "-");
+}
+
 /* One acquire and, if it succeeds, one hold with its writes and release.
  * Returns 1 if the lock was acquired. */
 static int one_hold(worker *w, slot *s, int watchdog, int64_t wait_ms, int64_t hold_ms)
@@ -295,7 +326,7 @@ static int one_hold(worker *w, slot *s, int watchdog, int64_t wait_ms, int64_t h
     int64_t ab, ae, rb, re, vend = 0, hold_until, seq = w->cycles, want;
     uint64_t token = 0;
     int rc, urc, writes = 0;
-    char grants[72] = "-", released[72] = "-";
+    char grants[72] = "-", released[72] = "-", acks[1040] = "-";
 
     atomic_store(&s->lost_ns, 0);
     atomic_store(&s->lost_reason, 0);
@@ -307,7 +338,8 @@ static int one_hold(worker *w, slot *s, int watchdog, int64_t wait_ms, int64_t h
     rc = redlock_acquire_as(s->lock, w->owner, wait_ms, watchdog ? 0 : w->cfg.lease_ms);
     ae = now_ns();
     if (rc != REDLOCK_OK) {
-        if (rc != REDLOCK_EBUSY && rc != REDLOCK_ETIMEOUT && rc != REDLOCK_ENO_QUORUM)
+        if (rc != REDLOCK_EBUSY && rc != REDLOCK_ETIMEOUT && rc != REDLOCK_ENO_QUORUM &&
+            rc != REDLOCK_EREPLICAS)
             record_error(w, "acquire", rc);
         fprintf(w->log, "F %d %s %lld %lld %lld %s %lld\n", w->cfg.id, s->name, (long long)ab,
                 (long long)ae, (long long)wait_ms, redlock_err_name(rc), (long long)want);
@@ -319,6 +351,7 @@ static int one_hold(worker *w, slot *s, int watchdog, int64_t wait_ms, int64_t h
     w->wanting = NULL;
     w->acquired++;
     members_outcome(s->lock, grants, sizeof(grants));
+    members_acks(s->lock, acks, sizeof(acks));
     if ((rc = redlock_lock_token_as(s->lock, w->owner, &token)) != REDLOCK_OK)
         record_error(w, "token", rc);
     confirm_validity(w, s, &vend);
@@ -359,12 +392,13 @@ static int one_hold(worker *w, slot *s, int watchdog, int64_t wait_ms, int64_t h
         record_error(w, "unlock", urc);
     if (atomic_load(&s->lost_ns) != 0 || urc == REDLOCK_ELOST)
         w->lost++;
-    fprintf(w->log, "H %d %s %lld %s %lld %lld %llu %lld %lld %lld %s %lld %s %d %s/%s %lld\n",
+    fprintf(w->log, "H %d %s %lld %s %lld %lld %llu %lld %lld %lld %s %lld %s %d %s/%s %lld%s%s\n",
             w->cfg.id, s->name, (long long)seq, watchdog ? "watchdog" : "lease", (long long)ab,
             (long long)ae, (unsigned long long)token, (long long)vend, (long long)rb,
             (long long)re, redlock_err_name(urc), (long long)atomic_load(&s->lost_ns),
             redlock_err_name(atomic_load(&s->lost_reason)), writes, grants, released,
-            (long long)want);
+            (long long)want, w->cfg.replica_acks >= 0 ? " " : "",
+            w->cfg.replica_acks >= 0 ? acks : "");
     return 1;
 }
 
@@ -414,6 +448,36 @@ static int run(worker *w)
     return 0;
 }
 
+/* Whether s starts with a URI scheme and "://" (letters, digits, '+', '-',
+ * '.'), as a redis-sentinel:// entry does. */
+static int starts_with_scheme(const char *s)
+{
+    size_t i = 0;
+
+    while ((s[i] >= 'a' && s[i] <= 'z') || (s[i] >= 'A' && s[i] <= 'Z') ||
+           (s[i] >= '0' && s[i] <= '9') || s[i] == '+' || s[i] == '-' || s[i] == '.')
+        i++;
+    return i > 0 && strncmp(s + i, "://", 3) == 0;
+}
+
+/* Splits a node list as the library's REDLOCK_NODES rule does: only at a
+ * ',' followed by a scheme, since a sentinel URI has commas of its own. */
+static size_t split_uris(char *s, char **out, size_t cap)
+{
+    size_t n = 0;
+    char *p;
+
+    if (!*s)
+        return 0;
+    out[n++] = s;
+    for (p = s; *p && n < cap; p++)
+        if (*p == ',' && starts_with_scheme(p + 1)) {
+            *p = '\0';
+            out[n++] = p + 1;
+        }
+    return n;
+}
+
 static size_t split(char *s, char **out, size_t cap)
 {
     size_t n = 0;
@@ -433,6 +497,7 @@ static void usage(void)
             "         [--node-timeout-ms T] [--hold-min-ms A] [--hold-max-ms B] [--wait-max-ms W]\n"
             "         [--long-hold-ms H] [--step-ms S] [--sample-ms S] [--ready-file F]\n"
             "         [--stop-file F] [--unchecked] [--stick]\n"
+            "         [--replica-acks K] [--replica-timeout-ms T]\n"
             "       safety_worker --now\n");
 }
 
@@ -448,13 +513,14 @@ static int parse_args(config *c, int argc, char **argv)
         {"long-hold-ms", 1, 0, 'g'},
         {"ready-file", 1, 0, 'R'},     {"stop-file", 1, 0, 'T'},  {"unchecked", 0, 0, 'U'},
         {"stick", 0, 0, 'K'},
+        {"replica-acks", 1, 0, 'A'},   {"replica-timeout-ms", 1, 0, 'W'},
         {0, 0, 0, 0}};
     int o;
 
     *c = (config){.role = ROLE_CONTEND, .mode = MODE_MIXED, .duration_ms = 10000,
                   .lease_ms = 2000, .watchdog_lease_ms = 1500, .node_timeout_ms = 100,
                   .hold_min_ms = 5, .hold_max_ms = 200, .wait_max_ms = 500, .step_ms = 20,
-                  .sample_ms = 1000};
+                  .sample_ms = 1000, .replica_acks = -1};
     while ((o = getopt_long(argc, argv, "", opts, NULL)) != -1) {
         switch (o) {
         case 'u': c->uris = optarg; break;
@@ -487,12 +553,15 @@ static int parse_args(config *c, int argc, char **argv)
         case 'T': c->stop_file = optarg; break;
         case 'U': c->unchecked = 1; break;
         case 'K': c->stick = 1; break;
+        case 'A': c->replica_acks = atoi(optarg); break;
+        case 'W': c->replica_timeout_ms = atoi(optarg); break;
         default: return -1;
         }
     }
     if (!c->uris || !c->storage || !c->names || !c->out || (int)c->role < 0 ||
         (int)c->mode < 0 || c->lease_ms <= 0 || c->step_ms <= 0 || c->sample_ms <= 0 ||
-        c->hold_max_ms < c->hold_min_ms || c->wait_max_ms < 0 || c->duration_ms < 0)
+        c->hold_max_ms < c->hold_min_ms || c->wait_max_ms < 0 || c->duration_ms < 0 ||
+        c->replica_acks < -1 || c->replica_timeout_ms < 0)
         return -1;
     return 0;
 }
@@ -501,7 +570,7 @@ static int setup(worker *w, char *uris_buf, char *names_buf)
 {
     const config *c = &w->cfg;
     char *uris[64], *names[MAX_NAMES];
-    size_t n_uris = split(uris_buf, uris, 64), i;
+    size_t n_uris = split_uris(uris_buf, uris, 64), i;
     redlock_options o = {0}, so = {0};
     redlock_lock_options lo = {0};
     int rc;
@@ -520,6 +589,10 @@ static int setup(worker *w, char *uris_buf, char *names_buf)
         return -1;
     }
     lo.fencing = 1;
+    if (c->replica_acks >= 0) {
+        lo.replica_acks = c->replica_acks;
+        lo.replica_timeout_ms = c->replica_timeout_ms;
+    }
     for (i = 0; i < w->n_slots; i++) {
         slot *s = &w->slots[i];
 

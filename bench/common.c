@@ -487,3 +487,14 @@ void bench_json_print(bench_json *j)
     fprintf(stdout, "%s\n", j->buf);
     fflush(stdout);
 }
+
+int bench_has_part(const char *parts, const char *name)
+{
+    size_t n = strlen(name);
+    const char *p;
+
+    for (p = parts; (p = strstr(p, name)) != NULL; p += n)
+        if ((p == parts || p[-1] == ',') && (p[n] == ',' || p[n] == '\0'))
+            return 1;
+    return 0;
+}

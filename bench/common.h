@@ -139,6 +139,9 @@ void bench_json_print(bench_json *j);
 /* Progress on stderr, prefixed with the program name. */
 void bench_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* Reports a fatal error on stderr and exits 1. */
+/* Whether name is one of the comma-separated parts (--parts a,b,c). */
+int bench_has_part(const char *parts, const char *name);
+
 void bench_die(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
 
 #endif

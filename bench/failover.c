@@ -628,18 +628,6 @@ static void thaw_lockout(const bench_args *a, long reps, long freeze_ms, long ba
     bench_samples_free(&rel);
 }
 
-/* Whether name is one of the comma-separated parts. */
-static int part(const char *parts, const char *name)
-{
-    size_t n = strlen(name);
-    const char *p;
-
-    for (p = parts; (p = strstr(p, name)) != NULL; p += n)
-        if ((p == parts || p[-1] == ',') && (p[n] == ',' || p[n] == '\0'))
-            return 1;
-    return 0;
-}
-
 int main(int argc, char **argv)
 {
     bench_args a;
@@ -678,15 +666,15 @@ int main(int argc, char **argv)
                   "--lockout-freeze-ms (300-6000) or --thaw-backlog");
     srand((unsigned)getpid());
     atexit(thaw_all);
-    if (part(parts, "timeline"))
+    if (bench_has_part(parts, "timeline"))
         timeline(&a, phase_s, pace_ms);
-    if (part(parts, "fail"))
+    if (bench_has_part(parts, "fail"))
         time_to_fail(&a, attempts);
-    if (part(parts, "lost"))
+    if (bench_has_part(parts, "lost"))
         lost_detection(&a, reps, lost_lease);
-    if (part(parts, "thaw"))
+    if (bench_has_part(parts, "thaw"))
         thaw_cost(&a, thaw_locks, thaw_freeze, thaw_rounds);
-    if (part(parts, "lockout")) {
+    if (bench_has_part(parts, "lockout")) {
         thaw_lockout(&a, lockout_reps, lockout_freeze, 0);
         if (backlog > 0)
             thaw_lockout(&a, lockout_reps, lockout_freeze, backlog);

@@ -52,6 +52,11 @@ cdf "Acquire latency per failover phase (N=5, paced)" latency_cdf_failover.png \
   "failover_acquire_frozen0.cdf|healthy" "failover_acquire_frozen1.cdf|1 of 5 frozen" \
   "failover_acquire_frozen2.cdf|2 of 5 frozen" "failover_acquire_frozen0_thawed.cdf|thawed"
 
+# (\_: an underscore, not a subscript, in gnuplot's enhanced text)
+cdf "Acquire latency, 3 Sentinel groups, quorum 2: replica\_acks 0 vs 1 (same run)" \
+  latency_cdf_ha_acks.png \
+  "ha_acks0_acquire.cdf|replica\_acks 0" "ha_acks1_acquire.cdf|replica\_acks 1"
+
 if have throughput_scaling.dat; then
   gnuplot <<GP
 set terminal pngcairo size 800,480 font ",10"
@@ -92,4 +97,37 @@ plot '$data/failover_timeline.dat' using 1:2 with points pt 7 ps 0.5 title 'acqu
      '' using 1:3 with points pt 6 ps 0.5 title 'release'
 GP
   echo "plot.sh: $out/failover_timeline.png"
+fi
+
+if have ha_timeline.dat ha_events.dat; then
+  # The kill .. failover stretch shaded red, the failover .. rejoin stretch
+  # (group 1's new master without a replica to acknowledge) yellow; a
+  # dashed line and a label at each event.
+  marks=$(awk '{ t[$2] = $1;
+                 printf "set arrow from %f, graph 0 to %f, graph 1 nohead dt 2 lc rgb \"#555555\"\n", $1, $1;
+                 printf "set label \"%s\" at %f, graph %f font \",9\"\n", $2, $1 + 0.1, 0.97 - 0.05 * ((NR - 1) % 2) }
+               END { if ("kill" in t && "failover" in t)
+                       printf "set object rect from %f, graph 0 to %f, graph 1 fc rgb \"#f4c7c3\" fs solid 0.5 noborder behind\n", t["kill"], t["failover"];
+                     if ("failover" in t && "rejoined" in t)
+                       printf "set object rect from %f, graph 0 to %f, graph 1 fc rgb \"#fce8b2\" fs solid 0.5 noborder behind\n", t["failover"], t["rejoined"] }' \
+          "$data/ha_events.dat")
+  probe=""
+  if have ha_probe.dat; then
+    probe=", '$data/ha_probe.dat' using 1:(\$3 == 1 ? \$2 : 1/0) with points pt 6 ps 0.6 lc rgb '#2ca02c' title 'group 1 alone (N=1): granted', \\
+     '' using 1:(\$3 == 0 ? \$2 : 1/0) with points pt 2 ps 0.6 lc rgb '#7f7f7f' title 'group 1 alone: failed'"
+  fi
+  gnuplot <<GP
+set terminal pngcairo size 900,520 font ",10" noenhanced
+set output '$out/ha_failover_timeline.png'
+set title 'Failover timeline, 3 Sentinel groups, quorum 2, replica_acks 1: group 1 master killed'
+set xlabel 'time (s)'
+set ylabel 'acquire latency (ms, log scale)'
+set logscale y
+set grid
+set key below font ",9"
+$marks
+plot '$data/ha_timeline.dat' using 1:(\$4 == 1 ? \$2 : 1/0) with points pt 7 ps 0.4 lc rgb '#1f77b4' title 'RedLock over 3 groups: acquired', \
+     '' using 1:(\$4 == 0 ? \$2 : 1/0) with points pt 2 ps 1.2 lc rgb '#d62728' title 'RedLock over 3 groups: failed'$probe
+GP
+  echo "plot.sh: $out/ha_failover_timeline.png"
 fi

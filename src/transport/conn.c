@@ -387,29 +387,9 @@ static int tls_handshake(redlock__conn *c)
     return conn_fail(c, REDLOCK_ETLS, "%s", msg);
 }
 
-/* A peer that closes its end must not kill the process with SIGPIPE:
- * plain sockets use MSG_NOSIGNAL; OpenSSL writes with write(), so SIGPIPE
- * is blocked for this thread around the call and a pending one consumed. */
 static ssize_t tls_write(redlock__conn *c, const char *p, size_t n, int *ssl_err)
 {
-    sigset_t pipe_set, old;
-    struct timespec zero = {0, 0};
-    int r, saved;
-
-    sigemptyset(&pipe_set);
-    sigaddset(&pipe_set, SIGPIPE);
-    pthread_sigmask(SIG_BLOCK, &pipe_set, &old);
-    ERR_clear_error();
-    r = SSL_write(c->ssl, p, (int)n);
-    *ssl_err = r > 0 ? SSL_ERROR_NONE : SSL_get_error(c->ssl, r);
-    saved = errno;
-    if (r <= 0 && !sigismember(&old, SIGPIPE))
-        while (sigtimedwait(&pipe_set, NULL, &zero) > 0)
-            ;
-    pthread_sigmask(SIG_SETMASK, &old, NULL);
-    /* sigtimedwait's EAGAIN must not hide why the write failed. */
-    errno = saved;
-    return r;
+    return redlock__tls_write(c->ssl, p, n, ssl_err);
 }
 
 /*

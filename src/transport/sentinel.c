@@ -147,15 +147,15 @@ static int sc_send(sconn *c, const char *buf, size_t len)
         ssize_t w;
 
         if (c->ssl) {
-            int r;
+            int r, e;
 
-            ERR_clear_error();
-            r = SSL_write(c->ssl, buf + off, (int)(len - off));
+            /* A sentinel that closed its end must not SIGPIPE the process. */
+            r = redlock__tls_write(c->ssl, buf + off, len - off, &e);
             if (r > 0) {
                 off += (size_t)r;
                 continue;
             }
-            r = SSL_get_error(c->ssl, r);
+            r = e;
             if ((r != SSL_ERROR_WANT_READ && r != SSL_ERROR_WANT_WRITE) ||
                 !sc_wait(c, r == SSL_ERROR_WANT_READ ? POLLIN : POLLOUT))
                 return -1;

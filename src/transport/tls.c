@@ -1,7 +1,12 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
+#define _GNU_SOURCE
 #include "transport/tls.h"
 
 #include <arpa/inet.h>
+#include <errno.h>
+#include <pthread.h>
+#include <signal.h>
+#include <time.h>
 #include <openssl/err.h>
 #include <openssl/ssl.h>
 #include <openssl/x509v3.h>
@@ -138,4 +143,26 @@ void redlock__tls_describe(struct ssl_st *ssl, const char *what, char *err,
     }
     last_openssl_error(why, sizeof(why));
     snprintf(err, cap, "%s: %s", what, why);
+}
+
+int redlock__tls_write(SSL *ssl, const char *p, size_t n, int *ssl_err)
+{
+    sigset_t pipe_set, old;
+    struct timespec zero = {0, 0};
+    int r, saved;
+
+    sigemptyset(&pipe_set);
+    sigaddset(&pipe_set, SIGPIPE);
+    pthread_sigmask(SIG_BLOCK, &pipe_set, &old);
+    ERR_clear_error();
+    r = SSL_write(ssl, p, (int)n);
+    *ssl_err = r > 0 ? SSL_ERROR_NONE : SSL_get_error(ssl, r);
+    saved = errno;
+    if (r <= 0 && !sigismember(&old, SIGPIPE))
+        while (sigtimedwait(&pipe_set, NULL, &zero) > 0)
+            ;
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    /* sigtimedwait's EAGAIN must not hide why the write failed. */
+    errno = saved;
+    return r;
 }

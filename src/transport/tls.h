@@ -26,4 +26,11 @@ int redlock__tls_ssl_new(struct ssl_ctx_st *ctx, int fd, const char *name,
 void redlock__tls_describe(struct ssl_st *ssl, const char *what, char *err,
                            size_t cap);
 
+/* SSL_write of n bytes without SIGPIPE: OpenSSL writes with write(), so
+ * a peer that closed its end would kill the process; SIGPIPE is blocked
+ * for this thread around the call and a pending one consumed. Returns
+ * SSL_write's result; *ssl_err gets SSL_get_error's (SSL_ERROR_NONE on
+ * success), errno is the write's. */
+int redlock__tls_write(struct ssl_st *ssl, const char *p, size_t n, int *ssl_err);
+
 #endif

@@ -367,9 +367,12 @@ static int tls_handshake(redlock__conn *c)
 {
     int r, e;
     char msg[128];
+    redlock__nopipe np;
 
+    redlock__nopipe_begin(&np);
     ERR_clear_error();
     r = SSL_connect(c->ssl);
+    redlock__nopipe_end(&np, r != 1);
     if (r == 1) {
         c->tls_want_write = 0;
         c->state = REDLOCK__CONN_READY;
@@ -401,9 +404,14 @@ static ssize_t tls_write(redlock__conn *c, const char *p, size_t n, int *ssl_err
 static int tls_write_failed(redlock__conn *c, int saved)
 {
     char b[1], msg[128];
+    redlock__nopipe np;
+    int peeked;
 
+    redlock__nopipe_begin(&np);
     ERR_clear_error();
-    if (SSL_peek(c->ssl, b, 1) <= 0 && ERR_peek_error() != 0) {
+    peeked = SSL_peek(c->ssl, b, 1);
+    redlock__nopipe_end(&np, peeked <= 0);
+    if (peeked <= 0 && ERR_peek_error() != 0) {
         redlock__tls_describe(c->ssl, "TLS", msg, sizeof(msg));
         return conn_fail(c, REDLOCK_ETLS, "%s", msg);
     }
@@ -468,9 +476,13 @@ static int read_in(redlock__conn *c, int first_flags)
         if (c->ssl) {
             int e;
             char msg[128];
+            redlock__nopipe np;
 
+            /* A read may send an alert to a peer that is gone. */
+            redlock__nopipe_begin(&np);
             ERR_clear_error();
             r = SSL_read(c->ssl, buf, sizeof(buf));
+            redlock__nopipe_end(&np, r <= 0);
             if (r <= 0) {
                 e = SSL_get_error(c->ssl, (int)r);
                 if (e == SSL_ERROR_WANT_READ)

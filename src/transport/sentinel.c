@@ -119,9 +119,12 @@ static int sc_connect(sconn *c, const char *host, int port, const redlock__senti
             return -1;
         for (;;) {
             int r, se;
+            redlock__nopipe np;
 
+            redlock__nopipe_begin(&np);
             ERR_clear_error();
             r = SSL_connect(c->ssl);
+            redlock__nopipe_end(&np, r != 1);
             if (r == 1)
                 break;
             se = SSL_get_error(c->ssl, r);
@@ -191,9 +194,12 @@ static int sc_read(sconn *c, redisReply **out)
         }
         if (c->ssl) {
             int e;
+            redlock__nopipe np;
 
+            redlock__nopipe_begin(&np);
             ERR_clear_error();
             e = SSL_read(c->ssl, buf, sizeof(buf));
+            redlock__nopipe_end(&np, e <= 0);
             if (e > 0) {
                 n = e;
             } else {

@@ -145,24 +145,35 @@ void redlock__tls_describe(struct ssl_st *ssl, const char *what, char *err,
     snprintf(err, cap, "%s: %s", what, why);
 }
 
+void redlock__nopipe_begin(redlock__nopipe *np)
+{
+    sigemptyset(&np->set);
+    sigaddset(&np->set, SIGPIPE);
+    pthread_sigmask(SIG_BLOCK, &np->set, &np->old);
+}
+
+void redlock__nopipe_end(redlock__nopipe *np, int failed)
+{
+    struct timespec zero = {0, 0};
+    int saved = errno;
+
+    if (failed && !sigismember(&np->old, SIGPIPE))
+        while (sigtimedwait(&np->set, NULL, &zero) > 0)
+            ;
+    pthread_sigmask(SIG_SETMASK, &np->old, NULL);
+    /* sigtimedwait's EAGAIN must not hide why the call failed. */
+    errno = saved;
+}
+
 int redlock__tls_write(SSL *ssl, const char *p, size_t n, int *ssl_err)
 {
-    sigset_t pipe_set, old;
-    struct timespec zero = {0, 0};
-    int r, saved;
+    redlock__nopipe np;
+    int r;
 
-    sigemptyset(&pipe_set);
-    sigaddset(&pipe_set, SIGPIPE);
-    pthread_sigmask(SIG_BLOCK, &pipe_set, &old);
+    redlock__nopipe_begin(&np);
     ERR_clear_error();
     r = SSL_write(ssl, p, (int)n);
     *ssl_err = r > 0 ? SSL_ERROR_NONE : SSL_get_error(ssl, r);
-    saved = errno;
-    if (r <= 0 && !sigismember(&old, SIGPIPE))
-        while (sigtimedwait(&pipe_set, NULL, &zero) > 0)
-            ;
-    pthread_sigmask(SIG_SETMASK, &old, NULL);
-    /* sigtimedwait's EAGAIN must not hide why the write failed. */
-    errno = saved;
+    redlock__nopipe_end(&np, r <= 0);
     return r;
 }

@@ -4,6 +4,7 @@
 #ifndef REDLOCK_TRANSPORT_TLS_H
 #define REDLOCK_TRANSPORT_TLS_H
 
+#include <signal.h>
 #include <stddef.h>
 
 #include "redlock/redlock.h"
@@ -26,11 +27,19 @@ int redlock__tls_ssl_new(struct ssl_ctx_st *ctx, int fd, const char *name,
 void redlock__tls_describe(struct ssl_st *ssl, const char *what, char *err,
                            size_t cap);
 
-/* SSL_write of n bytes without SIGPIPE: OpenSSL writes with write(), so
- * a peer that closed its end would kill the process; SIGPIPE is blocked
- * for this thread around the call and a pending one consumed. Returns
- * SSL_write's result; *ssl_err gets SSL_get_error's (SSL_ERROR_NONE on
- * success), errno is the write's. */
+/* Any OpenSSL call may write (SSL_read and SSL_connect send alerts), and
+ * OpenSSL writes with write(): to a peer that reset the connection that
+ * raises SIGPIPE, which would kill the process. Around each call SIGPIPE
+ * is blocked for the calling thread, and a pending one consumed after a
+ * failed call; errno is kept. */
+typedef struct redlock__nopipe {
+    sigset_t set, old;
+} redlock__nopipe;
+void redlock__nopipe_begin(redlock__nopipe *np);
+void redlock__nopipe_end(redlock__nopipe *np, int failed);
+
+/* SSL_write of n bytes inside nopipe; *ssl_err gets SSL_get_error's
+ * (SSL_ERROR_NONE on success). */
 int redlock__tls_write(struct ssl_st *ssl, const char *p, size_t n, int *ssl_err);
 
 #endif

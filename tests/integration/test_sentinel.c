@@ -3,10 +3,17 @@
  * A Sentinel-managed member (redis-sentinel://...#MASTER) against a real
  * topology: scripts/rig start --sentinel 1 (a master, a replica and 3
  * sentinels with down-after-milliseconds 1000) on free ports of its own,
- * in SENTINEL_RIG_DIR, stopped when the run ends. The client acquires and
- * releases on the master the sentinels name; after SIGKILL of that master
- * and the sentinels' failover, the same client (never recreated) acquires
- * again, on the promoted replica, within a bounded wait.
+ * in $SENTINEL_RIG_DIR if set, else the SENTINEL_RIG_DIR the build
+ * defines, stopped when the run ends. The client acquires and releases on
+ * the master the sentinels name; after SIGKILL of that master and the
+ * sentinels' failover, the same client (never recreated) acquires again,
+ * on the promoted replica, within a bounded wait.
+ *
+ * With SENTINEL_TLS=1 the same cases run over TLS: the rig is started with
+ * --tls (nodes and sentinels TLS only, replication over TLS), the members
+ * are rediss-sentinel:// URIs, the client trusts the rig's CA (RIG_CA of
+ * `rig env`) and verifies each server's host, and every redis-cli the test
+ * runs uses TLS too.
  */
 #include <check.h>
 #include <stdio.h>
@@ -23,12 +30,18 @@
 #include "transport/conn.h"
 #include "transport/resolve.h"
 #include "transport/sentinel.h"
+#include "transport/tls.h"
 
 #define FAILOVER_MAX_MS 30000
 
 static char rig_uri[512];
 static int rig_up;
 static pid_t rig_owner; /* Check forks each test; only this one stops */
+/* Set in main, before Check forks the cases. */
+static int use_tls;          /* SENTINEL_TLS=1 */
+static const char *rig_dir;  /* $SENTINEL_RIG_DIR or the build's default */
+static char rig_ca[512];     /* TLS: RIG_CA of `rig env` */
+static char cli[600];        /* "timeout 5 redis-cli -h 127.0.0.1" (+ TLS) */
 
 static int64_t now_ms(void)
 {
@@ -67,7 +80,7 @@ static int rig_verb(const char *verb, int *status)
 
     /* "pid I" is a question: its "not running" is an answer, not noise. */
     snprintf(cmd, sizeof(cmd), "timeout 60 '%s/scripts/rig' %s --dir '%s'%s", REDLOCK_SOURCE_DIR,
-             verb, SENTINEL_RIG_DIR, strncmp(verb, "pid ", 4) == 0 ? " 2>/dev/null" : "");
+             verb, rig_dir, strncmp(verb, "pid ", 4) == 0 ? " 2>/dev/null" : "");
     out = run(cmd, status);
     return atoi(out);
 }
@@ -75,11 +88,11 @@ static int rig_verb(const char *verb, int *status)
 /* EXISTS key on 127.0.0.1:port (bounded): 1, 0, or -1 on failure. */
 static int exists_on(int port, const char *key)
 {
-    char cmd[512];
+    char cmd[1024];
     const char *out;
     int st;
 
-    snprintf(cmd, sizeof(cmd), "timeout 5 redis-cli -h 127.0.0.1 -p %d EXISTS '%s'", port, key);
+    snprintf(cmd, sizeof(cmd), "%s -p %d EXISTS '%s'", cli, port, key);
     out = run(cmd, &st);
     return st == 0 && *out ? atoi(out) : -1;
 }
@@ -94,11 +107,51 @@ static void rig_stop(void)
     rig_up = 0;
 }
 
+/* One variable of `rig env` into out (empty if it has none). */
+static void rig_env_var(const char *name, char *out, size_t cap)
+{
+    char cmd[1024];
+    int st;
+
+    snprintf(cmd, sizeof(cmd), "'%s/scripts/rig' env --dir '%s' | sed -n 's/^%s=//p'",
+             REDLOCK_SOURCE_DIR, rig_dir, name);
+    snprintf(out, cap, "%s", run(cmd, &st));
+}
+
+/* The scheme of the rig's members and of URIs made here for a sentinel. */
+static const char *sentinel_scheme(void)
+{
+    return use_tls ? "rediss-sentinel" : "redis-sentinel";
+}
+
+/* The port of the first sentinel of rig_uri (scheme://host:port,...). */
+static int first_sentinel_port(void)
+{
+    const char *hostport = strstr(rig_uri, "://");
+
+    ck_assert_ptr_nonnull(hostport);
+    hostport = strchr(hostport + 3, ':');
+    ck_assert_ptr_nonnull(hostport);
+    return atoi(hostport + 1);
+}
+
+/* The client options every case starts from: short timeouts, and over
+ * TLS the rig's CA (verification stays on: the rig's certificates name
+ * 127.0.0.1, the address the sentinels announce). */
+static void base_options(redlock_options *o)
+{
+    memset(o, 0, sizeof(*o));
+    o->connect_timeout_ms = 500;
+    o->unavailable_timeout_ms = 3000;
+    if (use_tls)
+        o->tls.ca_file = rig_ca;
+}
+
 /* Starts the topology on free ports (retrying other ports if a start
  * races with another process), and reads the node URI from `rig env`. */
 static void rig_start(void)
 {
-    char cmd[2048];
+    char cmd[2048], want[32];
     int attempt, st;
 
     for (attempt = 0; attempt < 3 && !rig_up; attempt++) {
@@ -112,10 +165,10 @@ static void rig_start(void)
             continue;
         snprintf(cmd, sizeof(cmd),
                  "timeout 120 '%s/scripts/rig' stop --dir '%s' >/dev/null 2>&1; "
-                 "timeout 120 '%s/scripts/rig' start --sentinel 1 --base-port %d "
+                 "timeout 120 '%s/scripts/rig' start --sentinel 1%s --base-port %d "
                  "--dir '%s' >&2",
-                 REDLOCK_SOURCE_DIR, SENTINEL_RIG_DIR, REDLOCK_SOURCE_DIR, base,
-                 SENTINEL_RIG_DIR);
+                 REDLOCK_SOURCE_DIR, rig_dir, REDLOCK_SOURCE_DIR, use_tls ? " --tls" : "",
+                 base, rig_dir);
         run(cmd, &st);
         if (st == 0)
             rig_up = 1;
@@ -124,13 +177,25 @@ static void rig_start(void)
         fprintf(stderr, "test_sentinel: could not start the sentinel rig\n");
         exit(EXIT_FAILURE); /* never a silent skip */
     }
-    snprintf(cmd, sizeof(cmd), "'%s/scripts/rig' env --dir '%s' | sed -n 's/^RIG_URIS=//p'",
-             REDLOCK_SOURCE_DIR, SENTINEL_RIG_DIR);
-    snprintf(rig_uri, sizeof(rig_uri), "%s", run(cmd, &st));
-    if (strncmp(rig_uri, "redis-sentinel://", 17) != 0) {
-        fprintf(stderr, "test_sentinel: no RIG_URIS in `rig env` (got '%s')\n", rig_uri);
+    rig_env_var("RIG_URIS", rig_uri, sizeof(rig_uri));
+    snprintf(want, sizeof(want), "%s://", sentinel_scheme());
+    if (strncmp(rig_uri, want, strlen(want)) != 0) {
+        fprintf(stderr, "test_sentinel: no %s URI in `rig env` (RIG_URIS='%s')\n", want,
+                rig_uri);
         rig_stop();
         exit(EXIT_FAILURE);
+    }
+    snprintf(cli, sizeof(cli), "timeout 5 redis-cli -h 127.0.0.1");
+    if (use_tls) {
+        rig_env_var("RIG_CA", rig_ca, sizeof(rig_ca));
+        if (!rig_ca[0] || access(rig_ca, R_OK) != 0) {
+            fprintf(stderr, "test_sentinel: no readable RIG_CA in `rig env` (got '%s')\n",
+                    rig_ca);
+            rig_stop();
+            exit(EXIT_FAILURE);
+        }
+        snprintf(cli, sizeof(cli), "timeout 5 redis-cli -h 127.0.0.1 --tls --cacert '%s'",
+                 rig_ca);
     }
 }
 
@@ -140,9 +205,7 @@ static redlock_client *new_client(const char *uri)
     redlock_options o;
     redlock_client *c = NULL;
 
-    memset(&o, 0, sizeof(o));
-    o.connect_timeout_ms = 500;
-    o.unavailable_timeout_ms = 3000;
+    base_options(&o);
     ck_assert_msg(redlock_client_new(&c, uris, 1, &o) == REDLOCK_OK, "client: %s",
                   redlock_last_error());
     return c;
@@ -203,7 +266,7 @@ START_TEST(test_graceful_failover)
 {
     redlock_client *c = new_client(rig_uri);
     redlock_lock *lock = NULL;
-    char name[64], cmd[256];
+    char name[64], cmd[1024];
     int st, old_port, new_port, sentinel_port, rc = -1;
     int64_t t0, took;
 
@@ -229,9 +292,8 @@ START_TEST(test_graceful_failover)
                   redlock_last_error());
     ck_assert_int_eq(redlock_unlock(lock), REDLOCK_OK);
 
-    sentinel_port = atoi(strchr(rig_uri + strlen("redis-sentinel://"), ':') + 1);
-    snprintf(cmd, sizeof(cmd), "timeout 5 redis-cli -h 127.0.0.1 -p %d SENTINEL FAILOVER group1",
-             sentinel_port);
+    sentinel_port = first_sentinel_port();
+    snprintf(cmd, sizeof(cmd), "%s -p %d SENTINEL FAILOVER group1", cli, sentinel_port);
     /* -NOGOODSLAVE until the sentinels see the restarted replica in sync. */
     t0 = now_ms();
     while (strcmp(run(cmd, &st), "OK") != 0 && now_ms() - t0 < 2 * FAILOVER_MAX_MS)
@@ -279,19 +341,29 @@ START_TEST(test_lookup_with_sentinel_auth)
 {
     redlock__sentinel_cfg cfg;
     redlock__node_uri u;
-    char one[128], host[256], err[256], cmd[256];
+    redlock_options o;
+    struct ssl_ctx_st *ssl_ctx = NULL;
+    char one[128], host[256], err[256], cmd[1024];
     int port = 0, st, sentinel_port;
 
-    sentinel_port = atoi(strchr(rig_uri + strlen("redis-sentinel://"), ':') + 1);
-    snprintf(cmd, sizeof(cmd), "timeout 5 redis-cli -h 127.0.0.1 -p %d ACL SETUSER sentry on "
-                               "'>hunter2' '+@all' '&*'", sentinel_port);
+    sentinel_port = first_sentinel_port();
+    snprintf(cmd, sizeof(cmd), "%s -p %d ACL SETUSER sentry on '>hunter2' '+@all' '&*'", cli,
+             sentinel_port);
     ck_assert_str_eq(run(cmd, &st), "OK");
-    snprintf(one, sizeof(one), "redis-sentinel://127.0.0.1:%d#group1", sentinel_port);
+    snprintf(one, sizeof(one), "%s://127.0.0.1:%d#group1", sentinel_scheme(), sentinel_port);
     memset(&u, 0, sizeof(u));
     ck_assert_int_eq(redlock__uri_parse(one, &u, err, sizeof(err)), REDLOCK_OK);
     memset(&cfg, 0, sizeof(cfg));
     cfg.uri = &u;
     cfg.timeout_ms = 1000;
+    if (use_tls) {
+        /* As a client sets it up for rediss-sentinel://: its context for
+         * the sentinels and the master, each verified by its own host. */
+        base_options(&o);
+        ck_assert_int_eq(redlock__tls_ctx_new(&o.tls, &ssl_ctx), REDLOCK_OK);
+        cfg.ssl_ctx = ssl_ctx;
+        cfg.tls_verify = 1;
+    }
     cfg.sentinel_username = "sentry";
     cfg.sentinel_password = "hunter2";
     ck_assert_msg(redlock__sentinel_master(&cfg, host, sizeof(host), &port, err,
@@ -305,6 +377,7 @@ START_TEST(test_lookup_with_sentinel_auth)
     ck_assert_msg(strstr(err, "WRONGPASS") != NULL, "%s", err);
     ck_assert_msg(strstr(err, "hunter") == NULL, "%s", err);
     redlock__uri_clear(&u);
+    redlock__tls_ctx_free(ssl_ctx);
 }
 END_TEST
 
@@ -335,6 +408,8 @@ START_TEST(test_readonly_reopens)
     static const char set[] = "*3\r\n$3\r\nSET\r\n$1\r\nk\r\n$1\r\nv\r\n";
     char uri[64], err[128];
     const char *host;
+    redlock_options o;
+    struct ssl_ctx_st *ssl_ctx = NULL;
     redlock__resolver r;
     redlock__node node;
     redlock__conn c;
@@ -343,9 +418,18 @@ START_TEST(test_readonly_reopens)
 
     port = rig_verb("replica-of 1", &st);
     ck_assert_int_eq(st, 0);
-    snprintf(uri, sizeof(uri), "redis://127.0.0.1:%d", port);
+    snprintf(uri, sizeof(uri), "%s://127.0.0.1:%d", use_tls ? "rediss" : "redis", port);
     memset(&node, 0, sizeof(node));
     ck_assert_int_eq(redlock__uri_parse(uri, &node.uri, err, sizeof(err)), REDLOCK_OK);
+    if (use_tls) {
+        /* What client.c gives a TLS node: the client's context, verified
+         * against the URI's host. */
+        base_options(&o);
+        ck_assert_int_eq(redlock__tls_ctx_new(&o.tls, &ssl_ctx), REDLOCK_OK);
+        node.ssl_ctx = ssl_ctx;
+        node.tls_server_name = node.uri.host;
+        node.tls_verify = 1;
+    }
     /* A sentinel node as far as conn.c can tell, without a watcher: its
      * refresh is then a plain lookup of the same address. */
     node.uri.master_name = strdup("group1");
@@ -378,6 +462,7 @@ START_TEST(test_readonly_reopens)
     redlock__conn_close(&c);
     redlock__resolver_free(&r);
     redlock__uri_clear(&node.uri);
+    redlock__tls_ctx_free(ssl_ctx);
 }
 END_TEST
 
@@ -394,12 +479,10 @@ START_TEST(test_sentinel_credentials_from_options)
     redlock_lock *lock = NULL;
     int sentinel_port, rc;
 
-    sentinel_port = atoi(strchr(rig_uri + strlen("redis-sentinel://"), ':') + 1);
-    snprintf(one, sizeof(one), "redis-sentinel://127.0.0.1:%d#group1", sentinel_port);
+    sentinel_port = first_sentinel_port();
+    snprintf(one, sizeof(one), "%s://127.0.0.1:%d#group1", sentinel_scheme(), sentinel_port);
     uris[0] = one;
-    memset(&o, 0, sizeof(o));
-    o.connect_timeout_ms = 500;
-    o.unavailable_timeout_ms = 3000;
+    base_options(&o);
     o.sentinel_username = "sentry";
     o.sentinel_password = "hunter3";
     ck_assert_int_eq(redlock_client_new(&c, uris, 1, &o), REDLOCK_OK);
@@ -519,11 +602,11 @@ START_TEST(test_replica_wait_aof)
 {
     redlock_client *c = new_client(rig_uri);
     redlock_lock *lock = acked_lock(c, "aof", 1, 1);
-    char cmd[256];
+    char cmd[1024];
     int st, master = rig_verb("master-of 1", &st), major = 0, minor = 0, rc;
 
-    snprintf(cmd, sizeof(cmd),
-             "timeout 5 redis-cli -p %d INFO server | sed -n 's/^redis_version://p'", master);
+    snprintf(cmd, sizeof(cmd), "%s -p %d INFO server | sed -n 's/^redis_version://p'", cli,
+             master);
     ck_assert_int_eq(sscanf(run(cmd, &st), "%d.%d", &major, &minor), 2);
     rc = redlock_try_lock_for(lock, 0, 20000);
     if (major > 7 || (major == 7 && minor >= 2)) {
@@ -559,9 +642,7 @@ START_TEST(test_replica_acks_on_renewals)
     int lost = 0, st;
     int64_t t0;
 
-    memset(&o, 0, sizeof(o));
-    o.connect_timeout_ms = 500;
-    o.unavailable_timeout_ms = 3000;
+    base_options(&o);
     o.watchdog_lease_ms = 1500;
     ck_assert_int_eq(redlock_client_new(&c, uris, 1, &o), REDLOCK_OK);
     lock = acked_lock(c, "renew", 1, 0);
@@ -593,6 +674,10 @@ int main(void)
     int failed;
 
     rig_owner = getpid();
+    rig_dir = getenv("SENTINEL_RIG_DIR");
+    if (!rig_dir || !*rig_dir)
+        rig_dir = SENTINEL_RIG_DIR;
+    use_tls = getenv("SENTINEL_TLS") && strcmp(getenv("SENTINEL_TLS"), "1") == 0;
     rig_start();
     atexit(rig_stop);
     /* The unknown name first: the failover case changes the topology. */

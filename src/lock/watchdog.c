@@ -23,6 +23,7 @@
 #include "lock/replicas.h"
 #include "lock/retry.h"
 #include "lock/internal.h"
+#include "lock/watchdog.h"
 #include "resp/script.h"
 
 #define PENDING_RETRY_MS 100
@@ -84,102 +85,6 @@ typedef struct tick {
 static int node_silent(void *ud, size_t node)
 {
     return redlock__node_silent(ud, node);
-}
-
-void redlock__watchdog_add(redlock_lock *l)
-{
-    redlock__watchdog *wd = &l->client->wd;
-
-    pthread_mutex_lock(&wd->mu);
-    if (!l->wd_listed) {
-        __atomic_store_n(&l->wd_listed, 1, __ATOMIC_RELEASE);
-        l->wd_next = wd->holds;
-        wd->holds = l;
-    }
-    pthread_cond_broadcast(&wd->cond);
-    pthread_mutex_unlock(&wd->mu);
-}
-
-static void unlist(redlock__watchdog *wd, redlock_lock *l)
-{
-    redlock_lock **pp = &wd->holds;
-
-    if (!l->wd_listed)
-        return;
-    while (*pp && *pp != l)
-        pp = &(*pp)->wd_next;
-    if (*pp)
-        *pp = l->wd_next;
-    __atomic_store_n(&l->wd_listed, 0, __ATOMIC_RELEASE);
-    l->wd_next = NULL;
-}
-
-static void wait_unpinned(redlock__watchdog *wd, redlock_lock *l)
-{
-    while (l->wd_pins > 0)
-        pthread_cond_wait(&wd->cond, &wd->mu);
-}
-
-void redlock__watchdog_remove(redlock_lock *l)
-{
-    redlock__watchdog *wd = &l->client->wd;
-
-    /* A fixed-lease hold is neither listed nor pinned: its release does not
-     * take the client-wide mutex a tick holds while it walks every hold.
-     * Only this handle's own acquire lists it, which cannot race the
-     * release of the hold it holds; a tick pins only listed holds. */
-    if (!__atomic_load_n(&l->wd_listed, __ATOMIC_ACQUIRE) &&
-        !__atomic_load_n(&l->wd_pins, __ATOMIC_ACQUIRE))
-        return;
-    pthread_mutex_lock(&wd->mu);
-    unlist(wd, l);
-    /* A tick in flight may still restore a member of this lock; the
-     * caller's release must come after it on every node. */
-    wait_unpinned(wd, l);
-    pthread_mutex_unlock(&wd->mu);
-}
-
-/* Set while this thread runs a tick: its on_lost callbacks may acquire
- * other locks the same tick pins, and must not wait for the tick itself. */
-static _Thread_local int in_tick;
-
-void redlock__watchdog_settle(redlock_lock *l)
-{
-    redlock__watchdog *wd = &l->client->wd;
-
-    /* Almost always unpinned: then the client-wide mutex, which a tick
-     * holds while it walks every hold, is not touched. A pin taken before
-     * the hold was found lost is visible here: the caller saw that verdict
-     * under l->mu, which the tick took after pinning. */
-    if (in_tick || __atomic_load_n(&l->wd_pins, __ATOMIC_ACQUIRE) == 0)
-        return;
-    pthread_mutex_lock(&wd->mu);
-    wait_unpinned(wd, l);
-    pthread_mutex_unlock(&wd->mu);
-}
-
-int redlock__watchdog_free_later(redlock_lock *l)
-{
-    redlock__watchdog *wd = &l->client->wd;
-    int later;
-
-    if (!in_tick)
-        return 0;
-    pthread_mutex_lock(&wd->mu);
-    unlist(wd, l);
-    later = l->wd_pins > 0;
-    l->wd_free_later = later;
-    pthread_mutex_unlock(&wd->mu);
-    return later;
-}
-
-/* Unlists a lost hold from inside a tick (which pins it, so
- * redlock__watchdog_remove would wait for itself). */
-static void drop_from_list(redlock_client *c, redlock_lock *l)
-{
-    pthread_mutex_lock(&c->wd.mu);
-    unlist(&c->wd, l);
-    pthread_mutex_unlock(&c->wd.mu);
 }
 
 /* Takes the holds due for renewal (and those due within the next sixth of
@@ -557,11 +462,11 @@ void redlock__watchdog_tick(redlock_client *c)
 
     memset(&t, 0, sizeof(t));
     pthread_mutex_lock(&c->wd.run_mu);
-    in_tick = 1;
+    redlock__watchdog_in_tick(1);
     pthread_mutex_lock(&c->wd.mu);
     if (collect(c, &t, t_tick) != 0) {
         pthread_mutex_unlock(&c->wd.mu);
-        in_tick = 0;
+        redlock__watchdog_in_tick(0);
         pthread_mutex_unlock(&c->wd.run_mu);
         return;
     }
@@ -595,7 +500,7 @@ void redlock__watchdog_tick(redlock_client *c)
         if (reason) {
             int a, b, d;
 
-            drop_from_list(c, h->l);
+            redlock__watchdog_drop(h->l);
             /* Release what is left so others need not wait for the lease. */
             redlock__release_members(h->l, h->field, (const redlock__gens *)gens,
                                      h->lease_ms, 1, 0,
@@ -630,7 +535,7 @@ void redlock__watchdog_tick(redlock_client *c)
         if (t.held[i].free_later)
             redlock__hold_free_handle(t.held[i].l);
     tick_free(&t);
-    in_tick = 0;
+    redlock__watchdog_in_tick(0);
     pthread_mutex_unlock(&c->wd.run_mu);
 }
 

@@ -20,6 +20,12 @@ int redlock__watchdog_free_later(redlock_lock *l);
  * hold of the same owner taken meanwhile would re-enter those leftovers
  * and then lose them to that release (and be unlisted with the old one). */
 void redlock__watchdog_settle(redlock_lock *l);
+/* Unlists a lost hold from inside a tick (which pins it, so
+ * redlock__watchdog_remove would wait for itself). */
+void redlock__watchdog_drop(redlock_lock *l);
+/* Marks the calling thread as running a tick (1) or not (0): its on_lost
+ * callbacks then neither wait for that tick nor free a lock it uses. */
+void redlock__watchdog_in_tick(int running);
 /* Sends every queued background call once and waits up to timeout_ms for
  * the answers (redlock_client_flush). */
 int redlock__watchdog_flush(redlock_client *c, int timeout_ms);

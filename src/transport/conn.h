@@ -14,6 +14,7 @@
 #include <stdint.h>
 
 #include "config/uri.h"
+#include "core/error.h"
 #include "core/util.h"
 
 struct ssl_ctx_st;
@@ -160,5 +161,15 @@ void redlock__conn_close(redlock__conn *c);
  * ledger entry if it has one. */
 void redlock__conn_settle_lost(redlock__conn *c);
 void redlock__conn_skip_one(redlock__conn *c, const struct redisReply *r);
+
+/* Shared by conn.c and conn_open.c. */
+/* Closes c and sets c->errmsg to "<node>: <what>"; returns code. */
+int redlock__conn_fail(redlock__conn *c, int code, const char *fmt, ...) REDLOCK__PRINTF(3, 4);
+/* After a failed connect or a demotion: asks the resolver to look again. */
+void redlock__conn_refresh_addrs(redlock__conn *c);
+/* The connect finished (or failed): the next state, or an error. */
+int redlock__conn_finish_connect(redlock__conn *c);
+/* One step of the TLS handshake. */
+int redlock__conn_tls_handshake(redlock__conn *c);
 
 #endif

@@ -480,17 +480,31 @@ static void *wait_forever(void *arg)
     return NULL;
 }
 
+/* No member holds name for owner of client c: nothing was left behind. */
+static void assert_owner_holds_nothing(redlock_client *c, uint64_t owner, const char *name)
+{
+    char field[128];
+    size_t i;
+
+    snprintf(field, sizeof(field), "%s:%llu", redlock_client_id(c), (unsigned long long)owner);
+    for (i = 0; i < N_NODES; i++) {
+        redisContext *ctx = node_conn(i);
+
+        ck_assert_int_eq(hget_count(ctx, name, field), 0);
+        redisFree(ctx);
+    }
+}
+
 /* redlock_client_cancel() ends a waiter blocked on a held lock at once,
  * and its attempts leave nothing behind. */
 START_TEST(test_cancel_ends_a_waiter)
 {
     redlock_client *holder = client_new(50), *c = client_new(50);
     redlock_lock *hl, *l;
-    char name[96], field[128];
+    char name[96];
     pthread_t th;
     waiter w;
     int64_t t0;
-    size_t i;
 
     rig_unique_name(name, sizeof(name), "deliv", "cancel");
     ck_assert_int_eq(redlock_lock_new(holder, name, NULL, &hl), REDLOCK_OK);
@@ -507,13 +521,7 @@ START_TEST(test_cancel_ends_a_waiter)
     fprintf(stderr, "cancel ended the waiter after %lld ms\n", (long long)(w.done_ms - t0));
     ck_assert_int_lt(w.done_ms - t0, 1000);
     ck_assert_int_eq(redlock_try_lock_for(l, 0, 30000), REDLOCK_ECANCELED);
-    snprintf(field, sizeof(field), "%s:77", redlock_client_id(c));
-    for (i = 0; i < N_NODES; i++) {
-        redisContext *ctx = node_conn(i);
-
-        ck_assert_int_eq(hget_count(ctx, name, field), 0);
-        redisFree(ctx);
-    }
+    assert_owner_holds_nothing(c, 77, name);
     ck_assert_int_eq(redlock_unlock(hl), REDLOCK_OK);
     redlock_lock_free(l);
     redlock_lock_free(hl);
@@ -529,11 +537,10 @@ START_TEST(test_acquire_cancel_ends_one_handles_waiters)
 {
     redlock_client *holder = client_new(50), *c = client_new(50);
     redlock_lock *hl, *l, *other;
-    char name[96], field[128];
+    char name[96];
     pthread_t th, th_other;
     waiter w, w_other;
     int64_t t0;
-    size_t i;
 
     rig_unique_name(name, sizeof(name), "deliv", "lockcancel");
     ck_assert_int_eq(redlock_lock_new(holder, name, NULL, &hl), REDLOCK_OK);
@@ -561,13 +568,7 @@ START_TEST(test_acquire_cancel_ends_one_handles_waiters)
     /* The other handle still waits, and gets the lock once it is free. */
     rig_sleep_ms(200);
     ck_assert_int_eq(w_other.done_ms, 0);
-    snprintf(field, sizeof(field), "%s:77", redlock_client_id(c));
-    for (i = 0; i < N_NODES; i++) {
-        redisContext *ctx = node_conn(i);
-
-        ck_assert_int_eq(hget_count(ctx, name, field), 0);
-        redisFree(ctx);
-    }
+    assert_owner_holds_nothing(c, 77, name);
     ck_assert_int_eq(redlock_unlock(hl), REDLOCK_OK);
     pthread_join(th_other, NULL);
     ck_assert_int_eq(w_other.rc, REDLOCK_OK);

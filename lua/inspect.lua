@@ -13,7 +13,7 @@ local out = {redis.call('pttl', KEYS[1]), redis.call('get', KEYS[2]) or '0'}
 if out[1] == -2 then return out end
 local fields = redis.call('hgetall', KEYS[1])
 for i = 1, #fields, 2 do
-    if string.sub(fields[i], -4) ~= ':gen' then
+    if string.sub(fields[i], -4) ~= ':gen' and fields[i] ~= 'mode' then
         out[#out + 1] = fields[i]
         out[#out + 1] = fields[i + 1]
     end

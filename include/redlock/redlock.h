@@ -86,7 +86,8 @@ extern "C" {
     XX(ECANCELED, "operation canceled")                                        \
     XX(ECONFIG, "node refused the request for good (wrong type, bad db)")    \
     XX(ENONODES, "no nodes configured")                                        \
-    XX(EREPLICAS, "too few replicas acknowledged the write")
+    XX(EREPLICAS, "too few replicas acknowledged the write")                  \
+    XX(EUPGRADE, "a read hold cannot be upgraded to a write hold")
 
 typedef enum redlock_err {
 #define REDLOCK_ERR_ENUM_(name, msg) REDLOCK_##name,
@@ -373,7 +374,33 @@ typedef struct redlock_lock_options {
      * Redis 7.2 or later: an older server's refusal fails the member with
      * REDLOCK_ECONFIG (a refusal for good), saying so. */
     int replica_wait_aof;
+
+    /* Fields added in 0.3. */
+    /*
+     * What the handle holds (redlock_lock_kind). REDLOCK_LOCK_MUTEX, the
+     * default, is the reentrant lock (Redisson's RLock). REDLOCK_LOCK_READ
+     * and REDLOCK_LOCK_WRITE are the two sides of a read-write lock
+     * (Redisson's RReadWriteLock, same keys): any number of owners may hold
+     * read holds at once, or one owner a write hold; make one handle of
+     * each kind for the same name. Both are reentrant; an owner holding the
+     * write hold may also take read holds, but an owner holding a read hold
+     * cannot take the write hold (REDLOCK_EUPGRADE: it would wait for
+     * itself). A waiting writer keeps new readers out, so a stream of
+     * readers cannot starve it (see the README). A plain lock and a
+     * read-write lock of the same name exclude each other (both sides).
+     * Watchdog leases, on_lost, MultiLock members and replica_acks work as
+     * for the plain lock; fencing works for write holds only, and holder
+     * facts too: for a read handle either is refused with REDLOCK_EINVAL.
+     */
+    int kind;
 } redlock_lock_options;
+
+/* redlock_lock_options.kind. */
+typedef enum redlock_lock_kind {
+    REDLOCK_LOCK_MUTEX = 0,
+    REDLOCK_LOCK_READ = 1,
+    REDLOCK_LOCK_WRITE = 2
+} redlock_lock_kind;
 
 typedef struct redlock_member {
     size_t node;       /* index into the client's node list */
@@ -666,6 +693,106 @@ typedef struct redlock_holder_facts {
  */
 REDLOCK_EXTERN int redlock_lock_holder_facts(redlock_lock *lock, size_t member,
                                              redlock_holder_facts *out);
+
+/* ------------------------------------------------------------------------ */
+/* Semaphores with expiring permits: at most `limit` permits taken at once.
+ *
+ * On each node the layout is Redisson's RPermitExpirableSemaphore: the
+ * string NAME holds the permits still available, the sorted set
+ * "{NAME}:timeout" the permits taken, scored by when their lease ends, and
+ * releases publish the new count on "redisson_sc:{NAME}". Unlike Redisson,
+ * lease ends are taken from the node's clock (Redis TIME), never the
+ * client's. Over several nodes a permit is held when a quorum of them
+ * granted it (redlock_lock_options.quorum), within the same drift-adjusted
+ * validity as a lock: since every node lets at most `limit` permits out,
+ * and any two quorums share a node, at most `limit` permit holders are
+ * valid at once (the README's "Semaphores" gives the argument and what a
+ * restarted node without persistence can do to it).
+ *
+ * A permit is a lease: with lease_ms <= 0 the client's watchdog renews it
+ * (every lease/3) until it is released, and on_lost reports a permit that
+ * could not be renewed; a crashed holder's permits return by themselves
+ * when their lease ends. Thread-safe: any number of threads may acquire
+ * and release permits of one semaphore at once; a permit belongs to whoever
+ * holds the pointer and is released (and freed) once.
+ */
+typedef struct redlock_semaphore redlock_semaphore;
+typedef struct redlock_permit redlock_permit;
+
+/*
+ * A semaphore of `limit` permits named `name` on every node of the client.
+ * The count is written on a node by the first acquire that finds none
+ * there (limit minus the permits still taken) and kept afterwards, as
+ * Redisson's trySetPermits: every client of one name must use the same
+ * limit. opts (may be NULL) is used as for redlock_lock_new(); kind must be
+ * 0, and fencing and holder_facts are refused (REDLOCK_EINVAL): permits
+ * are shared. The semaphore keeps a reference to client, which must
+ * outlive it. Returns REDLOCK_OK, REDLOCK_EINVAL or REDLOCK_ENOMEM.
+ */
+REDLOCK_EXTERN int redlock_semaphore_new(redlock_client *client, const char *name, int limit,
+                                         const redlock_lock_options *opts,
+                                         redlock_semaphore **out) REDLOCK_WARN_UNUSED;
+/* Frees the semaphore; its permits must be released (or abandoned to
+ * their leases) first, as they refer to it. NULL is allowed. */
+REDLOCK_EXTERN void redlock_semaphore_free(redlock_semaphore *sem);
+REDLOCK_EXTERN const char *redlock_semaphore_name(const redlock_semaphore *sem);
+REDLOCK_EXTERN int redlock_semaphore_limit(const redlock_semaphore *sem);
+
+/* on_lost for permits acquired from now on; its lock argument is the
+ * permit's redlock_permit_lock(), to compare only. NULL clears it. */
+REDLOCK_EXTERN void redlock_semaphore_set_on_lost(redlock_semaphore *sem,
+                                                  redlock_on_lost_fn fn, void *userdata);
+
+/*
+ * Takes `permits` permits (1..limit) as one permit handle. wait_ms and
+ * lease_ms as for redlock_acquire(): wait_ms < 0 waits forever, 0 tries
+ * once; lease_ms <= 0 is the watchdog lease. A waiter is woken by every
+ * release, also when it asks for more than one permit, and otherwise
+ * retries when the first taken permit's lease ends. On success *out is the
+ * permit (release it with redlock_semaphore_release()); otherwise *out is
+ * NULL and nothing is left taken (attempts that fell short are undone on
+ * every node). Returns REDLOCK_OK, REDLOCK_EBUSY (wait_ms == 0), and the
+ * other results of redlock_acquire().
+ */
+REDLOCK_EXTERN int redlock_semaphore_acquire(redlock_semaphore *sem, int permits,
+                                             int64_t wait_ms, int64_t lease_ms,
+                                             redlock_permit **out) REDLOCK_WARN_UNUSED;
+/*
+ * Gives the permit's permits back on every node and frees the permit,
+ * whatever the result. Returns as redlock_unlock(): REDLOCK_OK once a
+ * quorum confirmed (the rest continues in the background), REDLOCK_ELOST
+ * when its lease had ended, REDLOCK_EINVAL for NULL.
+ */
+REDLOCK_EXTERN int redlock_semaphore_release(redlock_permit *permit);
+/* The permit's id on the nodes ("<client-id>:<owner>"): each permit
+ * handle's members in "{NAME}:timeout" are "<id>:<request id>:<i>". */
+REDLOCK_EXTERN const char *redlock_permit_id(const redlock_permit *permit);
+REDLOCK_EXTERN redlock_lock *redlock_permit_lock(const redlock_permit *permit);
+/* The permit's remaining validity, as redlock_remaining_ttl(). */
+REDLOCK_EXTERN int redlock_permit_remaining_ttl(redlock_permit *permit, int64_t *ms);
+
+/* One holder of permits on one node (redlock_semaphore_inspect()). */
+typedef struct redlock_permit_info {
+    char id[160];                /* the permit's id, as redlock_permit_id() */
+    int permits;                 /* permits it has taken there */
+    int64_t ms_left;             /* until their lease ends there */
+} redlock_permit_info;
+
+typedef struct redlock_semaphore_state {
+    int reachable;               /* 0: err/message say why */
+    int err;
+    char message[128];
+    int64_t available;           /* -1: no count written there yet */
+    size_t permits_taken;        /* live permits there */
+    size_t holders;              /* permit handles holding them (may be more
+                                  * than the array given could list) */
+} redlock_semaphore_state;
+
+/* Reads member i's count and live permits with one round trip (inspection
+ * timeout), listing up to cap holders. Changes nothing. Thread-safe. */
+REDLOCK_EXTERN int redlock_semaphore_inspect(redlock_semaphore *sem, size_t member,
+                                             redlock_semaphore_state *out,
+                                             redlock_permit_info *holders, size_t cap);
 
 /* ------------------------------------------------------------------------ */
 /* Fenced writes (for a resource stored in Redis, normally on a separate

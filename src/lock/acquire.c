@@ -54,16 +54,22 @@ static int64_t next_try(redlock_client *c, int rc, const redlock__attempt_result
     return now + delay_ms * REDLOCK__NS_PER_MS;
 }
 
+/* A read-write lock's waiter also listens on the plain lock's channel: a
+ * plain lock of the same name excludes it, and publishes only there. */
 static void *watch_members(redlock_lock *l, int64_t deadline)
 {
-    const char *names[REDLOCK__MAX_NODES];
-    size_t nodes[REDLOCK__MAX_NODES], i;
+    const char *channels[2 * REDLOCK__MAX_NODES];
+    size_t nodes[2 * REDLOCK__MAX_NODES], i, n = 0;
 
     for (i = 0; i < l->n; i++) {
-        names[i] = l->members[i].name;
-        nodes[i] = l->members[i].node;
+        channels[n] = redlock__channel(&l->members[i], l->kind);
+        nodes[n++] = l->members[i].node;
+        if (l->kind == REDLOCK__KIND_READ || l->kind == REDLOCK__KIND_WRITE) {
+            channels[n] = redlock__key(&l->members[i], REDLOCK__KEY_CHANNEL);
+            nodes[n++] = l->members[i].node;
+        }
     }
-    return l->client->tp.ops->watch(l->client->tp.ctx, names, nodes, l->n, deadline);
+    return l->client->tp.ops->watch(l->client->tp.ctx, channels, nodes, n, deadline);
 }
 
 /*
@@ -168,7 +174,11 @@ static int attempt_once(acquire *a)
     if (settle)
         redlock__watchdog_settle(l);
     before = now_of(a);
-    rc = redlock__attempt(l, a->field, a->lease_ms, reentry, &a->res);
+    rc = redlock__attempt(l, a->field, a->lease_ms, reentry,
+                          a->deadline_ns == INT64_MAX ? -1
+                          : a->deadline_ns > before ? (a->deadline_ns - before) / REDLOCK__NS_PER_MS
+                                                    : 0,
+                          &a->res);
     a->attempt_ns = now_of(a) - before;
     if (rc == REDLOCK_OK) {
         hold_acquired(l, a->owner, a->field, a->lease_ms, a->watchdog, &a->res);
@@ -263,7 +273,14 @@ static int finish(acquire *a, int rc)
     case REDLOCK_OK:
         return REDLOCK_OK;
     case REDLOCK_EBUSY:
+        if (l->kind == REDLOCK__KIND_SEMAPHORE)
+            return redlock__fail(rc, "semaphore '%s': too few permits free (%s asked)",
+                                 l->members[0].name, l->permits);
         return redlock__fail(rc, "lock '%s' is held by another owner", l->members[0].name);
+    case REDLOCK_EUPGRADE:
+        return redlock__fail(rc, "lock '%s': this owner holds a read hold, which cannot be "
+                             "upgraded to a write hold (release it first)",
+                             l->members[0].name);
     case REDLOCK_ETIMEOUT:
         return redlock__fail(rc, "lock '%s' not acquired within %lld ms", l->members[0].name,
                              (long long)a->wait_ms);
@@ -320,7 +337,7 @@ int redlock_acquire_as(redlock_lock *l, uint64_t owner, int64_t wait_ms, int64_t
         return redlock__fail(REDLOCK_ECANCELED, "lock '%s': the client was canceled",
                              l->members[0].name);
     a.cancels = __atomic_load_n(&l->cancels, __ATOMIC_ACQUIRE);
-    redlock__owner_field(a.c, owner, a.field, sizeof(a.field));
+    redlock__hold_field(l, owner, a.field, sizeof(a.field));
     a.start_ns = now_of(&a);
     a.deadline_ns = wait_ms < 0 ? INT64_MAX : a.start_ns + wait_ms * REDLOCK__NS_PER_MS;
     for (;;) {

@@ -193,6 +193,18 @@ void redlock__owner_field(const redlock_client *c, uint64_t owner, char *out, si
     redlock__fmt_u64(out + n + 1, cap - n - 1, owner);
 }
 
+void redlock__hold_field(const redlock_lock *l, uint64_t owner, char *out, size_t cap)
+{
+    redlock__owner_field(l->client, owner, out, cap);
+    /* Redisson names a write hold's field this way (RedissonWriteLock). */
+    if (l->kind == REDLOCK__KIND_WRITE) {
+        size_t n = strlen(out);
+
+        if (n + sizeof(":write") <= cap)
+            memcpy(out + n, ":write", sizeof(":write"));
+    }
+}
+
 void redlock__request_id(redlock_client *c, char *out)
 {
     uint64_t seq = __atomic_add_fetch(&c->request_seq, 1, __ATOMIC_RELAXED);

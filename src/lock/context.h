@@ -32,6 +32,9 @@ int redlock__canceled(const redlock_client *c);
 /* The per-request timeout for a lease (see redlock_options). */
 int64_t redlock__node_timeout_ns(const redlock_client *c, int64_t lease_ms);
 void redlock__owner_field(const redlock_client *c, uint64_t owner, char *out, size_t cap);
+/* The field owner's hold through l has: the owner field, with ":write"
+ * appended for a write hold (cap 64 always fits). */
+void redlock__hold_field(const redlock_lock *l, uint64_t owner, char *out, size_t cap);
 
 /* Starts the calling thread's per-member report for a call through l:
  * every member's outcome NONE, no latency. Returns the report to fill. */

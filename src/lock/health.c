@@ -27,7 +27,8 @@ typedef struct observed {
 
 int redlock__refuses_for_good(int err)
 {
-    return err == REDLOCK_EAUTH || err == REDLOCK_ETLS || err == REDLOCK_ECONFIG;
+    return err == REDLOCK_EAUTH || err == REDLOCK_ETLS || err == REDLOCK_ECONFIG ||
+           err == REDLOCK_EUPGRADE;
 }
 
 /* A node that refuses for good among enough healthy ones keeps the lock

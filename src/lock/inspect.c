@@ -178,7 +178,7 @@ int redlock_hold_count_as(redlock_lock *l, uint64_t owner, int *count)
 
     if (!l || !count)
         return redlock__fail(REDLOCK_EINVAL, "NULL argument");
-    redlock__owner_field(l->client, owner, field, sizeof(field));
+    redlock__hold_field(l, owner, field, sizeof(field));
     if ((rc = inspect_members(l, l->n, field, st, counts)) != REDLOCK_OK)
         return rc;
     if ((rc = quorum_value(l, st, counts, &v)) != REDLOCK_OK)
@@ -278,7 +278,7 @@ static int fill_force(void *ud, size_t m, const char **argv, char **owned,
     (void)owned;
     *out = redlock__script_force_release(
         argv, &(redlock__force_release_args){.name = mem->name,
-                                             .channel = redlock__key(mem, REDLOCK__KEY_CHANNEL),
+                                             .channel = redlock__channel(mem, f->l->kind),
                                              .message = REDLOCK__RELEASE_MSG});
     return 0;
 }

@@ -135,6 +135,11 @@ struct redlock_lock {
     int replica_acks;
     int replica_timeout_ms;
     int replica_wait_aof;
+    /* What the handle holds (redlock__kind), and for a semaphore's permit
+     * handle the permits per grant and the semaphore's size, as the
+     * scripts take them. */
+    int kind;
+    char permits[12], limit[12];
     redlock__lock_member *members;
     redlock_on_lost_fn on_lost;
     void *on_lost_ud;
@@ -201,5 +206,10 @@ int redlock__client_new_with_transport(redlock_client **out, size_t n_nodes,
 
 
 
+
+/* redlock_multilock_new() for any redlock__kind (lock.c); a semaphore's
+ * permit handles are made this way (semaphore.c). */
+int redlock__lock_create(redlock_client *c, const redlock_member *members, size_t n,
+                         const redlock_lock_options *opts, int kind, redlock_lock **out);
 
 #endif

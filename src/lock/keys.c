@@ -18,6 +18,7 @@
 #define CHANNEL_PREFIX "redisson_lock__channel:{"
 #define GEN_PREFIX "redlock_gen:{"
 #define FACTS_PREFIX "redlock_facts:{"
+#define RWWAIT_PREFIX "redlock_rwwait:{"
 
 /* A member's block: the name, then each key of redlock__key_kind in order,
  * each NUL-terminated. Members with the same name (a RedLock) share one.
@@ -47,25 +48,66 @@ const char *redlock__key(const redlock__lock_member *m, redlock__key_kind kind)
     const char *p = m->name;
     size_t i;
 
-    for (i = 0; i < (size_t)kind; i++)
+    for (i = 0; i < (size_t)kind && i < N_KEY_FORMATS; i++)
         p += key_size(i, m->name_len);
+    /* The kinds' own keys follow, their length depending on the name. */
+    for (; i < (size_t)kind; i++)
+        p += strlen(p) + 1;
     return p;
 }
 
-int redlock__member_keys(redlock__lock_member *m, const char *name)
+const char *redlock__channel(const redlock__lock_member *m, int lock_kind)
 {
-    size_t name_len = strlen(name), total = 0, i;
+    return redlock__key(m, lock_kind == REDLOCK__KIND_MUTEX ? REDLOCK__KEY_CHANNEL
+                                                            : REDLOCK__KEY_KIND_CHANNEL);
+}
+
+/*
+ * The keys of read-write locks and semaphores, as Redisson derives them:
+ * prefixName() wraps the name in a hash tag unless it has one, and
+ * suffixName() does the same before its suffix.
+ */
+static int kind_keys(char **out, size_t *len, const char *name, int lock_kind)
+{
+    const char *channel = lock_kind == REDLOCK__KIND_SEMAPHORE ? "redisson_sc" : "redisson_rwlock";
+    int tagged = strchr(name, '{') != NULL;
+    size_t n = strlen(name);
     char *p;
 
+    *len = 2 * n + 64;
+    if (!(p = *out = malloc(*len)))
+        return REDLOCK_ENOMEM;
+    p += snprintf(p, n + 32, tagged ? "%s:%s" : "%s:{%s}", channel, name) + 1;
+    if (lock_kind == REDLOCK__KIND_SEMAPHORE)
+        p += snprintf(p, n + 32, tagged ? "%s:timeout" : "{%s}:timeout", name) + 1;
+    else
+        p += snprintf(p, n + 32, RWWAIT_PREFIX "%s}", name) + 1;
+    *len = (size_t)(p - *out);
+    return REDLOCK_OK;
+}
+
+int redlock__member_keys(redlock__lock_member *m, const char *name, int lock_kind)
+{
+    size_t name_len = strlen(name), total = 0, extra_len = 0, i;
+    char *p, *extra = NULL;
+
+    if (lock_kind != REDLOCK__KIND_MUTEX &&
+        kind_keys(&extra, &extra_len, name, lock_kind) != REDLOCK_OK)
+        return REDLOCK_ENOMEM;
     for (i = 0; i < N_KEY_FORMATS; i++)
         total += key_size(i, name_len);
-    if (!(p = malloc(total)))
+    if (!(p = malloc(total + extra_len))) {
+        free(extra);
         return REDLOCK_ENOMEM;
+    }
     m->name = p;
     m->name_len = (uint32_t)name_len;
     m->owns_keys = 1;
     for (i = 0; i < N_KEY_FORMATS; i++)
         p += snprintf(p, key_size(i, name_len), key_formats[i].format, name) + 1;
+    if (extra)
+        memcpy(p, extra, extra_len);
+    free(extra);
     return REDLOCK_OK;
 }
 
@@ -83,7 +125,7 @@ void redlock__share_keys(redlock__lock_member *m, const redlock__lock_member *fr
  * is Redisson's, so it is not reserved.
  */
 static const char *const reserved_prefixes[] = {LATCH_PREFIX, TOKEN_PREFIX, GEN_PREFIX,
-                                                FACTS_PREFIX};
+                                                FACTS_PREFIX, RWWAIT_PREFIX};
 
 const char *redlock__reserved_prefix(const char *name)
 {

@@ -15,14 +15,26 @@ typedef enum redlock__key_kind {
     REDLOCK__KEY_GEN,              /* "redlock_gen:{NAME}": 0.1's generations,
                                     * no longer written; its prefix stays
                                     * reserved for a 0.1 client's sake */
-    REDLOCK__KEY_FACTS             /* "redlock_facts:{NAME}" (facts.c) */
+    REDLOCK__KEY_FACTS,            /* "redlock_facts:{NAME}" (facts.c) */
+    /* Only in the blocks of read-write locks and semaphores (lock_kind !=
+     * REDLOCK__KIND_MUTEX), named as Redisson names them: */
+    REDLOCK__KEY_KIND_CHANNEL,     /* "redisson_rwlock:{NAME}" or
+                                    * "redisson_sc:{NAME}" */
+    REDLOCK__KEY_AUX               /* read-write: "redlock_rwwait:{NAME}", the
+                                    * waiting-writer mark; semaphore:
+                                    * "{NAME}:timeout", the permits taken */
 } redlock__key_kind;
 
-/* A key of m's block; no allocation, no string measuring. */
+/* A key of m's block; no allocation, and no string measuring up to
+ * REDLOCK__KEY_FACTS (the ones every renewal and release uses). */
 const char *redlock__key(const struct redlock__lock_member *m, redlock__key_kind kind);
 
-/* Builds m's block for name (REDLOCK_OK or REDLOCK_ENOMEM); m owns it. */
-int redlock__member_keys(struct redlock__lock_member *m, const char *name);
+/* The channel a release of a lock of lock_kind publishes on. */
+const char *redlock__channel(const struct redlock__lock_member *m, int lock_kind);
+
+/* Builds m's block for name, for a lock of lock_kind (a redlock__kind)
+ * (REDLOCK_OK or REDLOCK_ENOMEM); m owns it. */
+int redlock__member_keys(struct redlock__lock_member *m, const char *name, int lock_kind);
 /* m uses from's block (the same name on another node). */
 void redlock__share_keys(struct redlock__lock_member *m, const struct redlock__lock_member *from);
 

@@ -38,8 +38,32 @@ void redlock_lock_free(redlock_lock *l)
 }
 
 
+/* What a kind refuses, with the reason a caller needs to hear. */
+static int check_kind(int kind)
+{
+    if (kind < REDLOCK__KIND_MUTEX || kind > REDLOCK__KIND_WRITE)
+        return redlock__fail(REDLOCK_EINVAL,
+                             "kind %d is not a lock kind (semaphores are made by "
+                             "redlock_semaphore_new)", kind);
+    return REDLOCK_OK;
+}
+
 int redlock_multilock_new(redlock_client *c, const redlock_member *members, size_t n,
                           const redlock_lock_options *opts, redlock_lock **out)
+{
+    int kind = opts ? opts->kind : REDLOCK__KIND_MUTEX;
+    int rc;
+
+    if (!out)
+        return redlock__fail(REDLOCK_EINVAL, "out is NULL");
+    *out = NULL;
+    if ((rc = check_kind(kind)) != REDLOCK_OK)
+        return rc;
+    return redlock__lock_create(c, members, n, opts, kind, out);
+}
+
+int redlock__lock_create(redlock_client *c, const redlock_member *members, size_t n,
+                         const redlock_lock_options *opts, int kind, redlock_lock **out)
 {
     redlock_lock *l;
     int quorum = opts ? opts->quorum : 0;
@@ -49,6 +73,16 @@ int redlock_multilock_new(redlock_client *c, const redlock_member *members, size
     if (!out)
         return redlock__fail(REDLOCK_EINVAL, "out is NULL");
     *out = NULL;
+    if (opts && opts->fencing &&
+        (kind == REDLOCK__KIND_READ || kind == REDLOCK__KIND_SEMAPHORE))
+        return redlock__fail(REDLOCK_EINVAL,
+                             "fencing needs one holder at a time: read holds and permits "
+                             "are shared, so they take no token");
+    if (opts && opts->holder_facts &&
+        (kind == REDLOCK__KIND_READ || kind == REDLOCK__KIND_SEMAPHORE))
+        return redlock__fail(REDLOCK_EINVAL,
+                             "holder facts record one holder per name: read holds and "
+                             "permits are shared (their holders are listed by status)");
     if (!c || !members || n == 0)
         return redlock__fail(REDLOCK_EINVAL, "a lock needs at least one member");
     if (n > REDLOCK__MAX_NODES)
@@ -89,6 +123,7 @@ int redlock_multilock_new(redlock_client *c, const redlock_member *members, size
     l->n = n;
     l->quorum = quorum;
     l->fencing = opts ? opts->fencing : 0;
+    l->kind = kind;
     if (opts && opts->replica_acks > 0) {
         l->replica_acks = opts->replica_acks;
         l->replica_wait_aof = opts->replica_wait_aof != 0;
@@ -106,7 +141,7 @@ int redlock_multilock_new(redlock_client *c, const redlock_member *members, size
                 break;
         if (j < i) {
             redlock__share_keys(m, &l->members[j]);
-        } else if (redlock__member_keys(m, members[i].name) != REDLOCK_OK) {
+        } else if (redlock__member_keys(m, members[i].name, kind) != REDLOCK_OK) {
             redlock_lock_free(l);
             return redlock__fail(REDLOCK_ENOMEM, "out of memory");
         }
@@ -221,7 +256,6 @@ static void snapshot(redlock_lock *l, uint64_t owner, unlock_snapshot *s)
 static int release(redlock_lock *l, uint64_t owner, unlock_snapshot *s,
                    redlock__unlock_tally *t)
 {
-    redlock_client *c = l->client;
     char field[64];
     size_t m;
     int rc;
@@ -237,7 +271,7 @@ static int release(redlock_lock *l, uint64_t owner, unlock_snapshot *s,
     for (m = 0; m < l->n; m++)
         s->gens[m] = l->members[m].gens;
     pthread_mutex_unlock(&l->mu);
-    redlock__owner_field(c, owner, field, sizeof(field));
+    redlock__hold_field(l, owner, field, sizeof(field));
     rc = redlock__release_members(l, field, s->ours ? (const redlock__gens *)s->gens : NULL,
                                   s->lease_ms, s->final, s->final, s->give_up_ns,
                                   &t->released, &t->decremented, &t->not_held);

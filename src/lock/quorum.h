@@ -9,9 +9,11 @@
 
 
 /* reentry: the owner holds the lock through this handle; otherwise a field
- * of the owner found on a member is a leftover to replace, never re-entered. */
+ * of the owner found on a member is a leftover to replace, never re-entered.
+ * wait_left_ms: how long the caller goes on waiting after this attempt (0
+ * none, < 0 for ever): a write hold's waiting-writer mark lives no longer. */
 int redlock__attempt(redlock_lock *l, const char *field, int64_t lease_ms, int reentry,
-                     redlock__attempt_result *res);
+                     int64_t wait_left_ms, redlock__attempt_result *res);
 
 /* Re-acquires the included members (their keys vanished) without counting
  * them; used by the watchdog to restore the fault margin. The hold of field

@@ -63,8 +63,16 @@ static redlock__script_call build_release(const simple_ctx *s, size_t m, const c
                                           const char *mark_key, int abort)
 {
     const redlock__lock_member *mem = &s->l->members[m];
+    int kind = s->l->kind;
     redlock__release_args r = {.name = mem->name,
-                               .channel = redlock__key(mem, REDLOCK__KEY_CHANNEL),
+                               .channel = redlock__channel(mem, kind),
+                               .kind = kind,
+                               .aux_key = kind == REDLOCK__KIND_SEMAPHORE
+                                              ? redlock__key(mem, REDLOCK__KEY_AUX)
+                                          : kind != REDLOCK__KIND_MUTEX
+                                              ? redlock__key(mem, REDLOCK__KEY_CHANNEL)
+                                              : NULL,
+                               .permits = s->l->permits,
                                .mark_key = mark_key,
                                .message = REDLOCK__RELEASE_MSG,
                                .lease_ms = s->lease,

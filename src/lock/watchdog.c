@@ -165,7 +165,11 @@ static int build(redlock_client *c, tick *t, int64_t deadline)
                     argv, &(redlock__renew_args){
                               .name = h->l->members[m].name,
                               .lease_ms = h->lease,
-                              .field = h->field});
+                              .field = h->field,
+                              .kind = h->l->kind,
+                              .aux_key = h->l->kind == REDLOCK__KIND_SEMAPHORE
+                                             ? redlock__key(&h->l->members[m], REDLOCK__KEY_AUX)
+                                             : NULL});
 
                 t->calls[k] = (redlock__call){sc.script, sc.nkeys, sc.argc, argv, NULL};
                 t->tags[k].h = h;

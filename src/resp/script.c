@@ -18,6 +18,16 @@ const redlock__script_shape redlock__script_shapes[REDLOCK__SCRIPT_COUNT] = {
     [REDLOCK__SCRIPT_FENCE_STORE] = {2, 0, 2},
     [REDLOCK__SCRIPT_FENCED_SET] = {1, 0, 2},
     [REDLOCK__SCRIPT_INSPECT] = {2, 0, 0},
+    [REDLOCK__SCRIPT_RW_READ_ACQUIRE] = {3, 0, 4},
+    [REDLOCK__SCRIPT_RW_WRITE_ACQUIRE] = {3, 1, 5},
+    [REDLOCK__SCRIPT_RW_RELEASE] = {4, 0, 5},
+    [REDLOCK__SCRIPT_RW_ABORT] = {4, 0, 3},
+    [REDLOCK__SCRIPT_RW_RENEW] = {1, 0, 2},
+    [REDLOCK__SCRIPT_SEM_ACQUIRE] = {4, 0, 6},
+    [REDLOCK__SCRIPT_SEM_RELEASE] = {4, 0, 6},
+    [REDLOCK__SCRIPT_SEM_ABORT] = {4, 0, 4},
+    [REDLOCK__SCRIPT_SEM_RENEW] = {1, 0, 2},
+    [REDLOCK__SCRIPT_SEM_INSPECT] = {2, 0, 0},
 };
 
 /* Copies keys then arguments into argv, in the script's order. */
@@ -36,37 +46,93 @@ static redlock__script_call place(const char **argv, int script, int nkeys,
 
 redlock__script_call redlock__script_acquire(const char **argv, const redlock__acquire_args *a)
 {
-    const char *keys[] = {a->name, a->mark_key, a->token_key};
-    const char *args[] = {a->lease_ms, a->field, a->request_id, a->fresh_only};
+    switch (a->kind) {
+    case REDLOCK__KIND_READ: {
+        const char *keys[] = {a->name, a->mark_key, a->aux_key};
+        const char *args[] = {a->lease_ms, a->field, a->request_id, a->fresh_only};
 
-    return place(argv, REDLOCK__SCRIPT_ACQUIRE, a->token_key ? 3 : 2, keys, args);
+        return place(argv, REDLOCK__SCRIPT_RW_READ_ACQUIRE, 3, keys, args);
+    }
+    case REDLOCK__KIND_WRITE: {
+        const char *keys[] = {a->name, a->mark_key, a->aux_key, a->token_key};
+        const char *args[] = {a->lease_ms, a->field, a->request_id, a->fresh_only,
+                              a->writer_wait_ms};
+
+        return place(argv, REDLOCK__SCRIPT_RW_WRITE_ACQUIRE, a->token_key ? 4 : 3, keys, args);
+    }
+    case REDLOCK__KIND_SEMAPHORE: {
+        const char *keys[] = {a->name, a->mark_key, a->aux_key, a->channel};
+        const char *args[] = {a->lease_ms, a->field,   a->request_id,
+                              a->fresh_only, a->permits, a->limit};
+
+        return place(argv, REDLOCK__SCRIPT_SEM_ACQUIRE, 4, keys, args);
+    }
+    default: {
+        const char *keys[] = {a->name, a->mark_key, a->token_key};
+        const char *args[] = {a->lease_ms, a->field, a->request_id, a->fresh_only};
+
+        return place(argv, REDLOCK__SCRIPT_ACQUIRE, a->token_key ? 3 : 2, keys, args);
+    }
+    }
 }
 
-static redlock__script_call release_like(const char **argv, int script,
+static redlock__script_call release_like(const char **argv, int abort,
                                          const redlock__release_args *a)
 {
-    const char *keys[] = {a->name, a->channel, a->mark_key};
-    const char *args[] = {a->message, a->lease_ms, a->field, a->drop_all, a->gens};
+    const char *keys[] = {a->name, a->channel, a->mark_key, a->aux_key};
 
-    return place(argv, script, 3, keys, args);
+    switch (a->kind) {
+    case REDLOCK__KIND_READ:
+    case REDLOCK__KIND_WRITE: {
+        const char *args[] = {a->message, a->lease_ms, a->field, a->drop_all, a->gens};
+
+        return place(argv, abort ? REDLOCK__SCRIPT_RW_ABORT : REDLOCK__SCRIPT_RW_RELEASE, 4,
+                     keys, args);
+    }
+    case REDLOCK__KIND_SEMAPHORE: {
+        const char *rel[] = {a->message, a->lease_ms, a->field, a->drop_all, a->gens, a->permits};
+        const char *ab[] = {a->message, a->lease_ms, a->field, a->permits};
+
+        return abort ? place(argv, REDLOCK__SCRIPT_SEM_ABORT, 4, keys, ab)
+                     : place(argv, REDLOCK__SCRIPT_SEM_RELEASE, 4, keys, rel);
+    }
+    default: {
+        const char *args[] = {a->message, a->lease_ms, a->field, a->drop_all, a->gens};
+
+        return place(argv, abort ? REDLOCK__SCRIPT_ABORT : REDLOCK__SCRIPT_RELEASE, 3, keys,
+                     args);
+    }
+    }
 }
 
 redlock__script_call redlock__script_release(const char **argv, const redlock__release_args *a)
 {
-    return release_like(argv, REDLOCK__SCRIPT_RELEASE, a);
+    return release_like(argv, 0, a);
 }
 
 redlock__script_call redlock__script_abort(const char **argv, const redlock__release_args *a)
 {
-    return release_like(argv, REDLOCK__SCRIPT_ABORT, a);
+    return release_like(argv, 1, a);
 }
 
 redlock__script_call redlock__script_renew(const char **argv, const redlock__renew_args *a)
 {
-    const char *keys[] = {a->name};
     const char *args[] = {a->lease_ms, a->field};
+    int script = a->kind == REDLOCK__KIND_READ || a->kind == REDLOCK__KIND_WRITE
+                     ? REDLOCK__SCRIPT_RW_RENEW
+                 : a->kind == REDLOCK__KIND_SEMAPHORE ? REDLOCK__SCRIPT_SEM_RENEW
+                                                       : REDLOCK__SCRIPT_RENEW;
+    const char *keys[] = {script == REDLOCK__SCRIPT_SEM_RENEW ? a->aux_key : a->name};
 
-    return place(argv, REDLOCK__SCRIPT_RENEW, 1, keys, args);
+    return place(argv, script, 1, keys, args);
+}
+
+redlock__script_call redlock__script_sem_inspect(const char **argv,
+                                                 const redlock__sem_inspect_args *a)
+{
+    const char *keys[] = {a->name, a->permits_key};
+
+    return place(argv, REDLOCK__SCRIPT_SEM_INSPECT, 2, keys, NULL);
 }
 
 redlock__script_call redlock__script_fence_store(const char **argv,
@@ -178,7 +244,7 @@ int redlock__server_error_code(const char *msg)
         {"LOADING", REDLOCK_ELOADING},   {"READONLY", REDLOCK_EREADONLY},
         {"OOM", REDLOCK_EOOM},           {"NOAUTH", REDLOCK_EAUTH},
         {"WRONGPASS", REDLOCK_EAUTH},    {"NOPERM", REDLOCK_EAUTH},
-        {"WRONGTYPE", REDLOCK_ECONFIG},
+        {"WRONGTYPE", REDLOCK_ECONFIG}, {"EUPGRADE", REDLOCK_EUPGRADE},
     };
     size_t i;
 

@@ -48,12 +48,28 @@ typedef struct redlock__script_call {
     int argc;
 } redlock__script_call;
 
-/* acquire.lua. mark_key is the request's cancel mark (only read there).
- * token_key NULL: not fenced (2 keys, no token drawn). */
+/* What a lock handle holds; each kind has its own scripts (the builders
+ * below pick them), with one calling convention and one set of replies. */
+typedef enum redlock__kind {
+    REDLOCK__KIND_MUTEX = 0,  /* acquire.lua, release.lua, ... */
+    REDLOCK__KIND_READ,       /* rw_*.lua, the reader field */
+    REDLOCK__KIND_WRITE,      /* rw_*.lua, the field ending in ":write" */
+    REDLOCK__KIND_SEMAPHORE   /* sem_*.lua */
+} redlock__kind;
+
+/* acquire.lua (and its kind's counterpart). mark_key is the request's
+ * cancel mark (only read there). token_key NULL: not fenced (no token
+ * drawn; only the plain lock and a write hold take one). */
 typedef struct redlock__acquire_args {
     const char *name, *mark_key, *token_key;
     const char *lease_ms, *field, *request_id;
     const char *fresh_only; /* "1": the caller holds nothing through this handle */
+    int kind;               /* redlock__kind */
+    const char *aux_key;    /* READ/WRITE: the waiting-writer mark;
+                             * SEMAPHORE: the permits' sorted set */
+    const char *channel;    /* SEMAPHORE: its channel */
+    const char *writer_wait_ms; /* WRITE: how long the writer goes on waiting */
+    const char *permits, *limit; /* SEMAPHORE: P per grant, the size K */
 } redlock__acquire_args;
 
 /* release.lua and abort.lua share their keys and first arguments. mark_key:
@@ -64,10 +80,17 @@ typedef struct redlock__release_args {
     const char *message, *lease_ms, *field;
     const char *drop_all; /* release only: "1" drops every count */
     const char *gens;     /* release only: the hold's generations, or "" */
+    int kind;             /* redlock__kind */
+    const char *aux_key;  /* READ/WRITE: the plain lock's channel;
+                           * SEMAPHORE: the permits' sorted set */
+    const char *permits;  /* SEMAPHORE: P per grant */
 } redlock__release_args;
 
 typedef struct redlock__renew_args {
     const char *name, *lease_ms, *field;
+    int kind;             /* redlock__kind */
+    const char *aux_key;  /* SEMAPHORE: the permits' sorted set (the key
+                           * renewed instead of name) */
 } redlock__renew_args;
 
 typedef struct redlock__fence_store_args {
@@ -81,6 +104,10 @@ typedef struct redlock__force_release_args {
 typedef struct redlock__inspect_args {
     const char *name, *token_key;
 } redlock__inspect_args;
+
+typedef struct redlock__sem_inspect_args {
+    const char *name, *permits_key;
+} redlock__sem_inspect_args;
 
 typedef struct redlock__fenced_set_args {
     const char *key, *value, *token;
@@ -96,6 +123,8 @@ redlock__script_call redlock__script_fence_store(const char **argv,
 redlock__script_call redlock__script_force_release(const char **argv,
                                                    const redlock__force_release_args *a);
 redlock__script_call redlock__script_inspect(const char **argv, const redlock__inspect_args *a);
+redlock__script_call redlock__script_sem_inspect(const char **argv,
+                                                 const redlock__sem_inspect_args *a);
 redlock__script_call redlock__script_fenced_set(const char **argv,
                                                 const redlock__fenced_set_args *a);
 

@@ -417,12 +417,12 @@ static int64_t net_now(void *ctx)
     return redlock__now_ns();
 }
 
-static void *net_watch(void *ctx, const char *const *names, const size_t *nodes, size_t n,
+static void *net_watch(void *ctx, const char *const *channels, const size_t *nodes, size_t n,
                        int64_t deadline_ns)
 {
     redlock__net *net = ctx;
 
-    return net->pubsub ? redlock__pubsub_watch(net->pubsub, names, nodes, n, deadline_ns)
+    return net->pubsub ? redlock__pubsub_watch(net->pubsub, channels, nodes, n, deadline_ns)
                        : NULL;
 }
 

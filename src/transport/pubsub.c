@@ -17,7 +17,6 @@
 #include "core/util.h"
 #include "transport/transport.h"
 
-#define CHANNEL_PREFIX "redisson_lock__channel:{"
 #define RECONNECT_MIN_MS 50
 #define RECONNECT_MAX_MS 1000
 
@@ -405,7 +404,7 @@ static uint64_t watch_gen(const redlock__watch *w)
 }
 
 redlock__watch *redlock__pubsub_watch(redlock__pubsub *ps,
-                                      const char *const *names,
+                                      const char *const *channels,
                                       const size_t *nodes, size_t n,
                                       int64_t deadline_ns)
 {
@@ -417,17 +416,10 @@ redlock__watch *redlock__pubsub_watch(redlock__pubsub *ps,
         return NULL;
     pthread_mutex_lock(&ps->mu);
     for (i = 0; i < n; i++) {
-        size_t len = strlen(names[i]) + sizeof(CHANNEL_PREFIX) + 2;
-        char *chan = malloc(len);
-        channel *ch = NULL;
+        channel *ch = find_channel(ps, channels[i]);
 
-        if (chan) {
-            snprintf(chan, len, CHANNEL_PREFIX "%s}", names[i]);
-            ch = find_channel(ps, chan);
-            if (!ch)
-                ch = new_channel(ps, chan);
-            free(chan);
-        }
+        if (!ch)
+            ch = new_channel(ps, channels[i]);
         if (!ch) {
             pthread_mutex_unlock(&ps->mu);
             w->n = i;

@@ -23,11 +23,11 @@ int redlock__pubsub_new(const redlock__node *nodes, size_t n_nodes,
                         int connect_timeout_ms, redlock__pubsub **out);
 void redlock__pubsub_free(redlock__pubsub *ps);
 
-/* Watches the release channel of lock names[i] on node nodes[i] for each
- * i; returns once every node confirmed its subscription, failed, or
+/* Watches channels[i] (a lock's release channel) on node nodes[i] for
+ * each i; returns once every node confirmed its subscription, failed, or
  * deadline_ns passed. NULL only when out of memory. */
 redlock__watch *redlock__pubsub_watch(redlock__pubsub *ps,
-                                      const char *const *names,
+                                      const char *const *channels,
                                       const size_t *nodes, size_t n,
                                       int64_t deadline_ns);
 

@@ -75,11 +75,11 @@ typedef struct redlock__transport_ops {
     int (*fanout)(void *ctx, const redlock__batch *batches, size_t n,
                   redlock__reply_fn fn, void *ud);
     int64_t (*now_ns)(void *ctx);
-    /* Release notifications. watch subscribes to a lock's channel on the
-     * given nodes and returns once the subscriptions are confirmed (or
+    /* Release notifications. watch subscribes to release channels (full
+     * channel names, one per node given) and returns once the subscriptions are confirmed (or
      * deadline_ns passed); wait blocks until a release message arrives
      * after *seen (updating it) or deadline_ns; unwatch drops it. */
-    void *(*watch)(void *ctx, const char *const *names, const size_t *nodes, size_t n,
+    void *(*watch)(void *ctx, const char *const *channels, const size_t *nodes, size_t n,
                    int64_t deadline_ns);
     int (*wait)(void *ctx, void *watch, uint64_t *seen, int64_t deadline_ns);
     void (*unwatch)(void *ctx, void *watch);

@@ -1262,7 +1262,7 @@ static void *op_watch(void *ctx, const char *const *names, const size_t *nodes, 
     w->channels = xcalloc(n, sizeof(char *));
     for (i = 0; i < n; i++) {
         w->nodes[i] = nodes[i];
-        w->channels[i] = xprintf(CHANNEL_PREFIX "%s}", names[i]);
+        w->channels[i] = xstrdup(names[i]);
     }
     w->open = 1;
     pthread_mutex_lock(&f->mu);

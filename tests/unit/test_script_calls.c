@@ -70,8 +70,10 @@ static void expect_call(redlock__script_call sc, int script, int nkeys, const ch
 START_TEST(builders_place_every_argument)
 {
     const char *argv[REDLOCK__SCRIPT_MAX_ARGS];
-    redlock__acquire_args acq = {"n", "mark", "token", "30000", "f", "rid", "1"};
-    redlock__release_args rel = {"n", "chan", "mark", "0", "30000", "f", "1", "g1,g2"};
+    redlock__acquire_args acq = {.name = "n", .mark_key = "mark", .token_key = "token", .lease_ms = "30000",
+                                 .field = "f", .request_id = "rid", .fresh_only = "1"};
+    redlock__release_args rel = {.name = "n", .channel = "chan", .mark_key = "mark", .message = "0",
+                                 .lease_ms = "30000", .field = "f", .drop_all = "1", .gens = "g1,g2"};
 
     expect_call(redlock__script_acquire(argv, &acq), REDLOCK__SCRIPT_ACQUIRE, 3, argv,
                 (const char *[]){"n", "mark", "token", "30000", "f", "rid", "1"});
@@ -83,7 +85,7 @@ START_TEST(builders_place_every_argument)
     /* An abort reads only the first three arguments of a release. */
     expect_call(redlock__script_abort(argv, &rel), REDLOCK__SCRIPT_ABORT, 3, argv,
                 (const char *[]){"n", "chan", "mark", "0", "30000", "f"});
-    expect_call(redlock__script_renew(argv, &(redlock__renew_args){"n", "30000", "f"}),
+    expect_call(redlock__script_renew(argv, &(redlock__renew_args){.name = "n", .lease_ms = "30000", .field = "f"}),
                 REDLOCK__SCRIPT_RENEW, 1, argv, (const char *[]){"n", "30000", "f"});
     expect_call(redlock__script_fence_store(
                     argv, &(redlock__fence_store_args){"n", "token", "f", "7"}),
@@ -103,7 +105,7 @@ START_TEST(format_sends_evalsha_then_eval)
     const char *argv[REDLOCK__SCRIPT_MAX_ARGS];
     const char *many[REDLOCK__MAX_CALL_ARGS + 1];
     redlock__script_call sc =
-        redlock__script_renew(argv, &(redlock__renew_args){"n", "30000", "f"});
+        redlock__script_renew(argv, &(redlock__renew_args){.name = "n", .lease_ms = "30000", .field = "f"});
     const redlock__script *renew = &redlock__scripts[REDLOCK__SCRIPT_RENEW];
     char want[256];
     redlock__buf b = {0};

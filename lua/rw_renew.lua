@@ -1,0 +1,28 @@
+-- SPDX-License-Identifier: BSD-3-Clause
+-- Extend a read or write hold the owner still has (layout in
+-- rw_read_acquire.lua). Never creates a key. Unlike Redisson's read-lock
+-- renewal, it renews only the caller's own read holds: a reader that died
+-- must not be kept alive by the others.
+--
+-- KEYS[1]  lock name
+-- ARGV[1]  lease in ms
+-- ARGV[2]  holder field (":write" appended for a write hold)
+--
+-- Returns 1 renewed, 0 held by others only, -2 the key does not exist.
+local n = redis.call('hget', KEYS[1], ARGV[2])
+if n then
+    if string.sub(ARGV[2], -6) == ':write' then
+        redis.call('pexpire', KEYS[1], ARGV[1])
+        return 1
+    end
+    local tag = KEYS[1]
+    if not string.find(tag, '{', 1, true) then tag = '{' .. tag .. '}' end
+    for i = 1, tonumber(n) do
+        redis.call('pexpire', tag .. ':' .. ARGV[2] .. ':rwlock_timeout:' .. i, ARGV[1])
+    end
+    local left = redis.call('pttl', KEYS[1])
+    redis.call('pexpire', KEYS[1], math.max(left, tonumber(ARGV[1])))
+    return 1
+end
+if redis.call('exists', KEYS[1]) == 1 then return 0 end
+return -2

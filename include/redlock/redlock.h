@@ -703,11 +703,15 @@ REDLOCK_EXTERN int redlock_lock_holder_facts(redlock_lock *lock, size_t member,
  * releases publish the new count on "redisson_sc:{NAME}". Unlike Redisson,
  * lease ends are taken from the node's clock (Redis TIME), never the
  * client's. Over several nodes a permit is held when a quorum of them
- * granted it (redlock_lock_options.quorum), within the same drift-adjusted
- * validity as a lock: since every node lets at most `limit` permits out,
- * and any two quorums share a node, at most `limit` permit holders are
- * valid at once (the README's "Semaphores" gives the argument and what a
- * restarted node without persistence can do to it).
+ * granted it, within the same drift-adjusted validity as a lock. Every
+ * node lets at most `limit` permits out, so at most `limit` permits are
+ * valid at once, provided the quorum is large enough: q grants of each of
+ * limit + 1 holders cannot fit on n nodes of limit permits each when
+ * q > limit * n / (limit + 1). That is the majority for limit 1 but grows
+ * with the limit (5 nodes: 3 for limit 1, 4 for limits 2 and 3, all 5 from
+ * limit 4 on), so a semaphore's default quorum is that smallest safe one
+ * and a smaller opts.quorum is refused. The README's "Semaphores" gives the
+ * argument and what a restarted node without persistence can do to it.
  *
  * A permit is a lease: with lease_ms <= 0 the client's watchdog renews it
  * (every lease/3) until it is released, and on_lost reports a permit that
@@ -724,9 +728,10 @@ typedef struct redlock_permit redlock_permit;
  * The count is written on a node by the first acquire that finds none
  * there (limit minus the permits still taken) and kept afterwards, as
  * Redisson's trySetPermits: every client of one name must use the same
- * limit. opts (may be NULL) is used as for redlock_lock_new(); kind must be
- * 0, and fencing and holder_facts are refused (REDLOCK_EINVAL): permits
- * are shared. The semaphore keeps a reference to client, which must
+ * limit. opts (may be NULL) is used as for redlock_lock_new(), except that
+ * quorum 0 means the smallest safe quorum (above) and a smaller one is
+ * refused; kind must be 0, and fencing and holder_facts are refused
+ * (REDLOCK_EINVAL): permits are shared. The semaphore keeps a reference to client, which must
  * outlive it. Returns REDLOCK_OK, REDLOCK_EINVAL or REDLOCK_ENOMEM.
  */
 REDLOCK_EXTERN int redlock_semaphore_new(redlock_client *client, const char *name, int limit,

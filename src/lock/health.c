@@ -27,8 +27,7 @@ typedef struct observed {
 
 int redlock__refuses_for_good(int err)
 {
-    return err == REDLOCK_EAUTH || err == REDLOCK_ETLS || err == REDLOCK_ECONFIG ||
-           err == REDLOCK_EUPGRADE;
+    return err == REDLOCK_EAUTH || err == REDLOCK_ETLS || err == REDLOCK_ECONFIG;
 }
 
 /* A node that refuses for good among enough healthy ones keeps the lock

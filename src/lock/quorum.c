@@ -83,7 +83,10 @@ static int fill_acquire(void *ud, size_t m, const char **argv, char **owned,
 static answer failed_for(acquire_ctx *a, size_t m, int err)
 {
     (void)m;
-    if (redlock__refuses_for_good(err) && a->res) {
+    /* A refused upgrade is the caller's mistake, not the node's: it ends
+     * the acquire like a refusal for good, without a warning about the
+     * node. */
+    if ((redlock__refuses_for_good(err) || err == REDLOCK_EUPGRADE) && a->res) {
         a->res->permanent++;
         a->res->permanent_err = err;
     }

@@ -37,6 +37,20 @@ struct redlock_permit {
     char id[64];                  /* the field: "<client-id>:<owner>" */
 };
 
+/*
+ * The smallest quorum that keeps at most `limit` permits valid at once on
+ * n nodes. Each node lets at most limit permits out, so h holders with q
+ * grants each need h * q <= limit * n; h = limit + 1 must be impossible:
+ * q > limit * n / (limit + 1). For limit 1 that is the majority (any two
+ * quorums meet), but not beyond: with 5 nodes and limit 2, three holders
+ * can each hold 3 nodes ({1,2,3}, {3,4,5}, {1,2,4}) while no node has
+ * more than 2 permits out.
+ */
+static int safe_quorum(int limit, size_t n)
+{
+    return (int)(((uint64_t)limit * n) / ((uint64_t)limit + 1)) + 1;
+}
+
 int redlock_semaphore_new(redlock_client *c, const char *name, int limit,
                           const redlock_lock_options *opts, redlock_semaphore **out)
 {
@@ -56,6 +70,13 @@ int redlock_semaphore_new(redlock_client *c, const char *name, int limit,
                              limit);
     if (opts && opts->kind != 0)
         return redlock__fail(REDLOCK_EINVAL, "a semaphore's options take no kind");
+    if (opts && opts->quorum > 0 && c->n_nodes > 1 &&
+        opts->quorum < safe_quorum(limit, c->n_nodes))
+        return redlock__fail(REDLOCK_EINVAL,
+                             "semaphore '%s': quorum %d of %zu nodes could let more than %d "
+                             "permits out at once; it needs at least %d",
+                             name, opts->quorum, c->n_nodes, limit,
+                             safe_quorum(limit, c->n_nodes));
     if (!(s = calloc(1, sizeof(*s))))
         return redlock__fail(REDLOCK_ENOMEM, "out of memory");
     s->client = c;
@@ -64,6 +85,8 @@ int redlock_semaphore_new(redlock_client *c, const char *name, int limit,
     if (opts)
         s->opts = *opts;
     s->opts.holder_command = NULL;
+    if (s->opts.quorum == 0)
+        s->opts.quorum = safe_quorum(limit, c->n_nodes);
     for (i = 0; i < s->n; i++) {
         s->members[i].node = i;
         s->members[i].name = name;

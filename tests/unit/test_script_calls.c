@@ -100,6 +100,54 @@ START_TEST(builders_place_every_argument)
 }
 END_TEST
 
+/* Each kind's builders pick its scripts and place its extra keys and
+ * arguments where the script reads them. */
+START_TEST(kind_builders_place_every_argument)
+{
+    const char *argv[REDLOCK__SCRIPT_MAX_ARGS];
+    redlock__acquire_args acq = {.name = "n", .mark_key = "mark", .token_key = NULL,
+                                 .lease_ms = "30000", .field = "f", .request_id = "rid",
+                                 .fresh_only = "1", .kind = REDLOCK__KIND_READ,
+                                 .aux_key = "aux", .channel = "chan", .writer_wait_ms = "-1",
+                                 .permits = "2", .limit = "5"};
+    redlock__release_args rel = {.name = "n", .channel = "chan", .mark_key = "mark",
+                                 .message = "0", .lease_ms = "30000", .field = "f",
+                                 .drop_all = "1", .gens = "g1", .kind = REDLOCK__KIND_READ,
+                                 .aux_key = "aux", .permits = "2"};
+    redlock__renew_args ren = {.name = "n", .lease_ms = "30000", .field = "f",
+                               .kind = REDLOCK__KIND_READ, .aux_key = "aux"};
+
+    expect_call(redlock__script_acquire(argv, &acq), REDLOCK__SCRIPT_RW_READ_ACQUIRE, 3, argv,
+                (const char *[]){"n", "mark", "aux", "30000", "f", "rid", "1"});
+    acq.kind = REDLOCK__KIND_WRITE;
+    expect_call(redlock__script_acquire(argv, &acq), REDLOCK__SCRIPT_RW_WRITE_ACQUIRE, 3, argv,
+                (const char *[]){"n", "mark", "aux", "30000", "f", "rid", "1", "-1"});
+    acq.token_key = "token";
+    expect_call(redlock__script_acquire(argv, &acq), REDLOCK__SCRIPT_RW_WRITE_ACQUIRE, 4, argv,
+                (const char *[]){"n", "mark", "aux", "token", "30000", "f", "rid", "1", "-1"});
+    acq.kind = REDLOCK__KIND_SEMAPHORE;
+    expect_call(redlock__script_acquire(argv, &acq), REDLOCK__SCRIPT_SEM_ACQUIRE, 4, argv,
+                (const char *[]){"n", "mark", "aux", "chan", "30000", "f", "rid", "1", "2", "5"});
+    expect_call(redlock__script_release(argv, &rel), REDLOCK__SCRIPT_RW_RELEASE, 4, argv,
+                (const char *[]){"n", "chan", "mark", "aux", "0", "30000", "f", "1", "g1"});
+    expect_call(redlock__script_abort(argv, &rel), REDLOCK__SCRIPT_RW_ABORT, 4, argv,
+                (const char *[]){"n", "chan", "mark", "aux", "0", "30000", "f"});
+    rel.kind = REDLOCK__KIND_SEMAPHORE;
+    expect_call(redlock__script_release(argv, &rel), REDLOCK__SCRIPT_SEM_RELEASE, 4, argv,
+                (const char *[]){"n", "chan", "mark", "aux", "0", "30000", "f", "1", "g1", "2"});
+    expect_call(redlock__script_abort(argv, &rel), REDLOCK__SCRIPT_SEM_ABORT, 4, argv,
+                (const char *[]){"n", "chan", "mark", "aux", "0", "30000", "f", "2"});
+    expect_call(redlock__script_renew(argv, &ren), REDLOCK__SCRIPT_RW_RENEW, 1, argv,
+                (const char *[]){"n", "30000", "f"});
+    /* A permit's lease lives in the sorted set, not in the count. */
+    ren.kind = REDLOCK__KIND_SEMAPHORE;
+    expect_call(redlock__script_renew(argv, &ren), REDLOCK__SCRIPT_SEM_RENEW, 1, argv,
+                (const char *[]){"aux", "30000", "f"});
+    expect_call(redlock__script_sem_inspect(argv, &(redlock__sem_inspect_args){"n", "aux"}),
+                REDLOCK__SCRIPT_SEM_INSPECT, 2, argv, (const char *[]){"n", "aux"});
+}
+END_TEST
+
 START_TEST(format_sends_evalsha_then_eval)
 {
     const char *argv[REDLOCK__SCRIPT_MAX_ARGS];
@@ -356,6 +404,7 @@ int main(void)
 
     tcase_add_test(tc, shapes_match_the_scripts);
     tcase_add_test(tc, builders_place_every_argument);
+    tcase_add_test(tc, kind_builders_place_every_argument);
     tcase_add_test(tc, format_sends_evalsha_then_eval);
     tcase_add_test(tc, encode_matches_hiredis);
     tcase_add_loop_test(tc, acquire_replies, 0,

@@ -124,6 +124,12 @@ int redlock__lock_create(redlock_client *c, const redlock_member *members, size_
     l->quorum = quorum;
     l->fencing = opts ? opts->fencing : 0;
     l->kind = kind;
+    if (kind != REDLOCK__KIND_MUTEX)
+        for (i = 0; i < n; i++)
+            __atomic_or_fetch(&c->nodes[members[i].node].preload_families,
+                              kind == REDLOCK__KIND_SEMAPHORE ? REDLOCK__PRELOAD_SEMAPHORE
+                                                              : REDLOCK__PRELOAD_RWLOCK,
+                              __ATOMIC_RELAXED);
     if (opts && opts->replica_acks > 0) {
         l->replica_acks = opts->replica_acks;
         l->replica_wait_aof = opts->replica_wait_aof != 0;

@@ -38,7 +38,14 @@ typedef struct redlock__node {
      * from the client options (never the URI); NULL: none. */
     const char *sentinel_username;
     const char *sentinel_password;
+    /* Which extra script families new connections preload (conn_open.c):
+     * the lock layer sets a bit (atomically) once it makes a read-write
+     * lock or a semaphore, so plain-lock clients do not pay for them. */
+    unsigned preload_families;
 } redlock__node;
+
+#define REDLOCK__PRELOAD_RWLOCK 1u
+#define REDLOCK__PRELOAD_SEMAPHORE 2u
 
 typedef enum redlock__conn_state {
     REDLOCK__CONN_CLOSED = 0,

@@ -44,8 +44,22 @@
  * before its first command, so a node whose cache was emptied (restart,
  * SCRIPT FLUSH before we connected) never answers their EVALSHA with a
  * NOSCRIPT that nobody reads. */
-static const int preloaded[] = {REDLOCK__SCRIPT_ACQUIRE, REDLOCK__SCRIPT_RELEASE,
-                                REDLOCK__SCRIPT_ABORT, REDLOCK__SCRIPT_FORCE_RELEASE};
+static const struct {
+    int script;
+    unsigned family;      /* 0: always; else a REDLOCK__PRELOAD_* bit */
+} preloaded[] = {
+    {REDLOCK__SCRIPT_ACQUIRE, 0},
+    {REDLOCK__SCRIPT_RELEASE, 0},
+    {REDLOCK__SCRIPT_ABORT, 0},
+    {REDLOCK__SCRIPT_FORCE_RELEASE, 0},
+    {REDLOCK__SCRIPT_RW_READ_ACQUIRE, REDLOCK__PRELOAD_RWLOCK},
+    {REDLOCK__SCRIPT_RW_WRITE_ACQUIRE, REDLOCK__PRELOAD_RWLOCK},
+    {REDLOCK__SCRIPT_RW_RELEASE, REDLOCK__PRELOAD_RWLOCK},
+    {REDLOCK__SCRIPT_RW_ABORT, REDLOCK__PRELOAD_RWLOCK},
+    {REDLOCK__SCRIPT_SEM_ACQUIRE, REDLOCK__PRELOAD_SEMAPHORE},
+    {REDLOCK__SCRIPT_SEM_RELEASE, REDLOCK__PRELOAD_SEMAPHORE},
+    {REDLOCK__SCRIPT_SEM_ABORT, REDLOCK__PRELOAD_SEMAPHORE},
+};
 
 static int queue_argv(redlock__conn *c, int argc, const char **argv)
 {
@@ -66,6 +80,7 @@ static int queue_argv(redlock__conn *c, int argc, const char **argv)
 static int queue_handshake(redlock__conn *c)
 {
     const redlock__node *n = c->node;
+    unsigned families;
     char db[16];
     size_t i;
 
@@ -84,8 +99,12 @@ static int queue_handshake(redlock__conn *c)
             return REDLOCK_ENOMEM;
         c->handshake++;
     }
+    families = __atomic_load_n(&n->preload_families, __ATOMIC_RELAXED);
     for (i = 0; i < sizeof(preloaded) / sizeof(preloaded[0]); i++) {
-        const redlock__script *s = &redlock__scripts[preloaded[i]];
+        const redlock__script *s = &redlock__scripts[preloaded[i].script];
+
+        if (preloaded[i].family && !(families & preloaded[i].family))
+            continue;
         const char *argv[3] = {"SCRIPT", "LOAD", s->body};
         size_t lens[3] = {6, 4, s->len};
 

@@ -38,8 +38,10 @@ local genf = ARGV[2] .. ':gen'
 -- One call for the common case, neither the lock nor a cancel mark there.
 if redis.call('exists', KEYS[1], KEYS[2]) > 0 then
     if redis.call('exists', KEYS[2]) == 1 then return -3 end
-    local h = redis.call('hmget', KEYS[1], ARGV[2], genf)
-    if not h[1] then return redis.call('pttl', KEYS[1]) end
+    local h = redis.call('hmget', KEYS[1], ARGV[2], genf, 'mode')
+    -- A read-write lock of this name (rw_read_acquire.lua) excludes us; its
+    -- reader field has our field's name and is never ours to replace.
+    if not h[1] or h[3] then return redis.call('pttl', KEYS[1]) end
     local v = h[2] or ''
     local gen = string.match(v, '^[^,]*')
     if gen == ARGV[3] then

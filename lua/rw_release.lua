@@ -18,9 +18,8 @@
 -- Returns as release.lua: nil not held (cancel marks set for ARGV[5], as
 -- release.lua does), 0 decremented and still held (or a replay of that),
 -- 1 the field's last hold dropped. The key is deleted and both channels
--- published only when no holder is left: a reader leaving other readers
--- behind keeps the hash alive as long as their longest read hold, as
--- Redisson's unlock does.
+-- published only when no holder is left: a reader leaving live readers
+-- behind leaves the hash (and its TTL) to them.
 local field = ARGV[3]
 local genf = field .. ':gen'
 local writing = string.sub(field, -6) == ':write'
@@ -62,22 +61,21 @@ if not writing then
 end
 redis.call('hdel', KEYS[1], field, genf)
 -- Who is left: a writer keeps the lock; readers keep it while one of their
--- holds lives.
-local longest, readers = -3, 0
-for _, f in ipairs(redis.call('hkeys', KEYS[1])) do
+-- holds lives. The first live read hold found is enough: every read grant
+-- and renewal already extends the hash to at least its lease, so unlike
+-- Redisson's unlock this never walks every reader's holds.
+local rest = redis.call('hgetall', KEYS[1])
+for i = 1, #rest, 2 do
+    local f = rest[i]
     if f ~= 'mode' and string.sub(f, -4) ~= ':gen' then
         if string.sub(f, -6) == ':write' then return 1 end
-        readers = readers + 1
-        local n = tonumber(redis.call('hget', KEYS[1], f))
-        if n then
-            for i = n, 1, -1 do longest = math.max(longest, redis.call('pttl', timeout_key(f, i))) end
+        for k = tonumber(rest[i + 1]) or 0, 1, -1 do
+            if redis.call('pttl', timeout_key(f, k)) > 0 then
+                if h[3] == 'write' then redis.call('hset', KEYS[1], 'mode', 'read') end
+                return 1
+            end
         end
     end
-end
-if readers > 0 and longest > 0 then
-    if h[3] == 'write' then redis.call('hset', KEYS[1], 'mode', 'read') end
-    redis.call('pexpire', KEYS[1], longest)
-    return 1
 end
 redis.call('del', KEYS[1])
 redis.call('publish', KEYS[2], writing and '1' or ARGV[1])

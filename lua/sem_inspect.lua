@@ -5,15 +5,26 @@
 -- KEYS[2]  the permits taken, {NAME}:timeout
 -- (no ARGV)
 --
--- Returns {available, id1, ms_left1, id2, ms_left2, ...}: available is -1
--- when the count does not exist; only permits whose lease has not ended
--- are listed (at most 1000).
+-- Returns {available, holder1, permits1, ms_left1, holder2, ...}: available
+-- is -1 when the count does not exist; holders are the permit handles with
+-- live permits (a permit id <field>:<request id>:<i> belongs to <field>; an
+-- id of another shape is its own holder), in the order of their first lease
+-- end, from at most 1000 live permits.
 local t = redis.call('time')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local out = {tonumber(redis.call('get', KEYS[1]) or '-1')}
 local live = redis.call('zrangebyscore', KEYS[2], '(' .. now, '+inf', 'withscores', 'limit', 0, 1000)
+local at = {}
 for i = 1, #live, 2 do
-    out[#out + 1] = live[i]
-    out[#out + 1] = math.floor(tonumber(live[i + 1]) - now)
+    local holder = string.match(live[i], '^(.+):[^:]*:[^:]*$') or live[i]
+    local k = at[holder]
+    if k then
+        out[k + 1] = out[k + 1] + 1
+    else
+        at[holder] = #out + 1
+        out[#out + 1] = holder
+        out[#out + 1] = 1
+        out[#out + 1] = math.floor(tonumber(live[i + 1]) - now)
+    end
 end
 return out

@@ -243,44 +243,6 @@ static int fill_sem_inspect(void *ud, size_t m, const char **argv, char **owned,
     return 0;
 }
 
-/* "<field>:<request id>:<i>" -> the length of <field> (the id itself when
- * it has no such tail: a permit taken by another client). */
-static size_t field_len(const char *id, size_t len)
-{
-    size_t k = len, colons = 0;
-
-    while (k > 0 && colons < 2)
-        if (id[--k] == ':')
-            colons++;
-    return colons == 2 && k > 0 ? k : len;
-}
-
-/* Adds one permit id to the holder it belongs to; holders past cap are
- * counted, not listed. */
-static void count_permit(sem_inspect_ctx *x, const char *id, size_t len, int64_t ms_left)
-{
-    redlock_semaphore_state *st = x->state;
-    size_t flen = field_len(id, len), listed = st->holders < x->cap ? st->holders : x->cap, i;
-
-    if (flen >= sizeof(x->holders[0].id))
-        flen = sizeof(x->holders[0].id) - 1;
-    st->permits_taken++;
-    for (i = 0; i < listed; i++)
-        if (strncmp(x->holders[i].id, id, flen) == 0 && x->holders[i].id[flen] == '\0') {
-            x->holders[i].permits++;
-            return;
-        }
-    if (st->holders < x->cap) {
-        redlock_permit_info *h = &x->holders[st->holders];
-
-        memcpy(h->id, id, flen);
-        h->id[flen] = '\0';
-        h->permits = 1;
-        h->ms_left = ms_left;
-    }
-    st->holders++;
-}
-
 static int on_sem_inspect(void *ud, size_t batch, size_t call, int err, const char *msg,
                           redisReply *r)
 {
@@ -294,7 +256,7 @@ static int on_sem_inspect(void *ud, size_t batch, size_t call, int err, const ch
         err = redlock__server_error_code(r->str);
         msg = r->str;
     }
-    if (!err && (r->type != REDIS_REPLY_ARRAY || r->elements < 1 || r->elements % 2 != 1)) {
+    if (!err && (r->type != REDIS_REPLY_ARRAY || r->elements < 1 || r->elements % 3 != 1)) {
         err = REDLOCK_EPROTO;
         msg = "sem_inspect.lua: unexpected reply";
     }
@@ -305,10 +267,22 @@ static int on_sem_inspect(void *ud, size_t batch, size_t call, int err, const ch
     }
     st->reachable = 1;
     st->available = redlock__reply_i64(r->element[0]);
-    for (i = 1; i + 1 < r->elements; i += 2)
-        if (r->element[i]->type == REDIS_REPLY_STRING)
-            count_permit(x, r->element[i]->str, r->element[i]->len,
-                         redlock__reply_i64(r->element[i + 1]));
+    for (i = 1; i + 2 < r->elements; i += 3) {
+        const redisReply *id = r->element[i];
+        int64_t permits = redlock__reply_i64(r->element[i + 1]);
+
+        st->permits_taken += permits > 0 ? (size_t)permits : 0;
+        if (st->holders < x->cap && id->type == REDIS_REPLY_STRING) {
+            redlock_permit_info *h = &x->holders[st->holders];
+            size_t len = id->len < sizeof(h->id) - 1 ? id->len : sizeof(h->id) - 1;
+
+            memcpy(h->id, id->str, len);
+            h->id[len] = '\0';
+            h->permits = (int)permits;
+            h->ms_left = redlock__reply_i64(r->element[i + 2]);
+        }
+        st->holders++;
+    }
     return 0;
 }
 

@@ -1,0 +1,980 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * Integration tests of expiring semaphores (redlock_semaphore_*) on the
+ * fixture's plain redis-server processes: never more than K holders at
+ * N = 1 and N = 5, several permits per handle and what inspection shows,
+ * the permit of a SIGKILLed holder coming back when its lease ends,
+ * watchdog renewal, Redisson's RPermitExpirableSemaphore scripts run
+ * against our permits, refused arguments, and a failed quorum that must
+ * leave no permit taken.
+ *
+ * Each case is its own TCase whose unchecked fixture thaws and restarts
+ * nodes, so a failed case never leaves a frozen node behind.
+ */
+#include "redlock/redlock.h"
+#include "rig_env.h"
+
+#include <check.h>
+#include <hiredis/hiredis.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#define N_NODES 5
+#define LEASE_MS 10000
+/* Patient: these cases are about counts, not latency (the default per
+ * request, at most 50 ms, fails slow replies on a loaded machine). */
+#define NODE_TIMEOUT_MS 400
+#define ARGS_CAP 512
+
+/* ------------------------------------------------------------------------ */
+/* Helpers. */
+
+static redlock_client *client_with(size_t n, int node_timeout_ms, int watchdog_lease_ms)
+{
+    redlock_options o;
+    redlock_client *c = NULL;
+    int rc;
+
+    memset(&o, 0, sizeof(o));
+    o.node_timeout_ms = node_timeout_ms;
+    o.watchdog_lease_ms = watchdog_lease_ms;
+    rc = redlock_client_new(&c, rig_plain_uris(), n, &o);
+    ck_assert_msg(rc == REDLOCK_OK, "client_new: %s", redlock_last_error());
+    return c;
+}
+
+static redlock_semaphore *sem_new(redlock_client *c, const char *name, int limit)
+{
+    redlock_semaphore *s = NULL;
+    int rc = redlock_semaphore_new(c, name, limit, NULL, &s);
+
+    ck_assert_msg(rc == REDLOCK_OK, "semaphore_new: %s", redlock_last_error());
+    return s;
+}
+
+static redlock_permit *take(redlock_semaphore *s, int permits, int64_t wait_ms,
+                            int64_t lease_ms)
+{
+    redlock_permit *p = NULL;
+    int rc = redlock_semaphore_acquire(s, permits, wait_ms, lease_ms, &p);
+
+    ck_assert_msg(rc == REDLOCK_OK, "acquire %d: %s: %s", permits, redlock_err_name(rc),
+                  redlock_last_error());
+    ck_assert_ptr_nonnull(p);
+    return p;
+}
+
+static void take_busy(redlock_semaphore *s, int permits)
+{
+    redlock_permit *p = NULL;
+    int rc = redlock_semaphore_acquire(s, permits, 0, LEASE_MS, &p);
+
+    ck_assert_msg(rc == REDLOCK_EBUSY, "acquire %d gave %s, want EBUSY: %s", permits,
+                  redlock_err_name(rc), redlock_last_error());
+    ck_assert_ptr_null(p);
+}
+
+static void give_back(redlock_permit *p)
+{
+    int rc = redlock_semaphore_release(p);
+
+    ck_assert_msg(rc == REDLOCK_OK, "release: %s: %s", redlock_err_name(rc),
+                  redlock_last_error());
+}
+
+/* printf-style redis-cli against node i. */
+static const char *cli(size_t node, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static const char *cli(size_t node, const char *fmt, ...)
+{
+    char args[ARGS_CAP];
+    va_list ap;
+
+    va_start(ap, fmt);
+    vsnprintf(args, sizeof(args), fmt, ap);
+    va_end(ap);
+    return rig_cli(node, args);
+}
+
+static redisContext *node_conn(size_t i)
+{
+    struct timeval tv = {5, 0};
+    redisContext *ctx =
+        redisConnectWithTimeout("127.0.0.1", rig_get_int("PLAIN_BASE_PORT") + (int)i, tv);
+
+    ck_assert_msg(ctx && !ctx->err, "connect to node %zu: %s", i, ctx ? ctx->errstr : "?");
+    return ctx;
+}
+
+/* ------------------------------------------------------------------------ */
+/* 1. Never more than K holders at once. */
+
+#define K_LIMIT 3
+#define WORKERS 8
+#define ROUNDS 20
+
+typedef struct hold_log {
+    redlock_semaphore *sems[2]; /* two clients, so two client ids */
+    pthread_mutex_t mu;
+    int64_t start_us[WORKERS * ROUNDS], end_us[WORKERS * ROUNDS];
+    size_t n;
+    int failures;
+    char why[200];
+} hold_log;
+
+typedef struct worker_arg {
+    hold_log *log;
+    int idx;
+} worker_arg;
+
+static void *worker_main(void *arg)
+{
+    worker_arg *wa = arg;
+    hold_log *lg = wa->log;
+    redlock_semaphore *s = lg->sems[wa->idx % 2];
+    unsigned seed = 104729u * (unsigned)(wa->idx + 1);
+    int i;
+
+    for (i = 0; i < ROUNDS; i++) {
+        redlock_permit *p = NULL;
+        int64_t t0, t1;
+        int rc = redlock_semaphore_acquire(s, 1, 20000, LEASE_MS, &p);
+
+        if (rc != REDLOCK_OK) {
+            pthread_mutex_lock(&lg->mu);
+            lg->failures++;
+            snprintf(lg->why, sizeof(lg->why), "acquire: %s: %s", redlock_err_name(rc),
+                     redlock_last_error());
+            pthread_mutex_unlock(&lg->mu);
+            continue;
+        }
+        /* Taken inside the hold: more than K overlapping intervals would
+         * be more than K holders at once. */
+        t0 = rig_now_us();
+        rig_sleep_ms(5 + rand_r(&seed) % 16);
+        t1 = rig_now_us();
+        rc = redlock_semaphore_release(p);
+        pthread_mutex_lock(&lg->mu);
+        lg->start_us[lg->n] = t0;
+        lg->end_us[lg->n++] = t1;
+        if (rc != REDLOCK_OK) {
+            lg->failures++;
+            snprintf(lg->why, sizeof(lg->why), "release: %s", redlock_err_name(rc));
+        }
+        pthread_mutex_unlock(&lg->mu);
+    }
+    return NULL;
+}
+
+static int cmp_i64(const void *a, const void *b)
+{
+    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+
+    return (x > y) - (x < y);
+}
+
+/* The most intervals covering one instant (an end and a start at the
+ * same microsecond do not overlap). */
+static int max_overlap(const int64_t *start, const int64_t *end, size_t n)
+{
+    int64_t *s = malloc(n * sizeof(*s)), *e = malloc(n * sizeof(*e));
+    size_t i = 0, j = 0;
+    int cur = 0, best = 0;
+
+    ck_assert(s && e);
+    memcpy(s, start, n * sizeof(*s));
+    memcpy(e, end, n * sizeof(*e));
+    qsort(s, n, sizeof(*s), cmp_i64);
+    qsort(e, n, sizeof(*e), cmp_i64);
+    while (i < n) {
+        if (s[i] < e[j]) {
+            if (++cur > best)
+                best = cur;
+            i++;
+        } else {
+            cur--;
+            j++;
+        }
+    }
+    free(s);
+    free(e);
+    return best;
+}
+
+static void never_more_than_k(size_t n)
+{
+    redlock_client *c[2] = {client_with(n, NODE_TIMEOUT_MS, 0), client_with(n, NODE_TIMEOUT_MS, 0)};
+    hold_log *lg = calloc(1, sizeof(*lg));
+    worker_arg args[WORKERS];
+    pthread_t th[WORKERS];
+    char name[64];
+    int i, most;
+
+    ck_assert_ptr_nonnull(lg);
+    rig_unique_name(name, sizeof(name), "sem", n == 1 ? "k1" : "k5");
+    lg->sems[0] = sem_new(c[0], name, K_LIMIT);
+    lg->sems[1] = sem_new(c[1], name, K_LIMIT);
+    pthread_mutex_init(&lg->mu, NULL);
+    for (i = 0; i < WORKERS; i++) {
+        args[i] = (worker_arg){lg, i};
+        ck_assert_int_eq(pthread_create(&th[i], NULL, worker_main, &args[i]), 0);
+    }
+    for (i = 0; i < WORKERS; i++)
+        pthread_join(th[i], NULL);
+    most = max_overlap(lg->start_us, lg->end_us, lg->n);
+    fprintf(stderr, "N=%zu: %zu holds, at most %d at once (limit %d), %d failures %s\n", n,
+            lg->n, most, K_LIMIT, lg->failures, lg->why);
+    ck_assert_msg(lg->failures == 0, "%d failures, last: %s", lg->failures, lg->why);
+    ck_assert_uint_eq(lg->n, WORKERS * ROUNDS);
+    ck_assert_msg(most <= K_LIMIT, "%d holders at once, limit %d", most, K_LIMIT);
+    /* A semaphore that let only one in at a time would be a mutex. */
+    ck_assert_int_ge(most, 2);
+    /* Every permit came back: the count is K again wherever it exists. */
+    for (i = 0; i < (int)n; i++) {
+        const char *v = cli((size_t)i, "GET '%s'", name);
+
+        ck_assert_msg(v[0] == '\0' || strcmp(v, "3") == 0, "node %d count %s", i, v);
+    }
+    redlock_semaphore_free(lg->sems[0]);
+    redlock_semaphore_free(lg->sems[1]);
+    pthread_mutex_destroy(&lg->mu);
+    free(lg);
+    redlock_client_free(c[0]);
+    redlock_client_free(c[1]);
+}
+
+START_TEST(test_never_more_than_k_single)
+{
+    never_more_than_k(1);
+}
+END_TEST
+
+START_TEST(test_never_more_than_k_quorum)
+{
+    never_more_than_k(N_NODES);
+}
+END_TEST
+
+/* ------------------------------------------------------------------------ */
+/* 2. Several permits per handle; a waiter woken by a release. */
+
+typedef struct bg_take {
+    redlock_semaphore *s;
+    int permits;
+    int64_t wait_ms;
+    redlock_permit *p;
+    int rc;
+    int64_t done_us;
+    atomic_int finished;
+    pthread_t th;
+} bg_take;
+
+static void *bg_take_main(void *arg)
+{
+    bg_take *b = arg;
+
+    b->rc = redlock_semaphore_acquire(b->s, b->permits, b->wait_ms, LEASE_MS, &b->p);
+    b->done_us = rig_now_us();
+    atomic_store(&b->finished, 1);
+    return NULL;
+}
+
+/* Node 0's view: available count, live permits, and holders (listed). */
+static redlock_semaphore_state inspect0(redlock_semaphore *s, redlock_permit_info *h, size_t cap)
+{
+    redlock_semaphore_state st;
+
+    ck_assert_int_eq(redlock_semaphore_inspect(s, 0, &st, h, cap), REDLOCK_OK);
+    ck_assert_int_eq(st.reachable, 1);
+    return st;
+}
+
+START_TEST(test_multi_permit)
+{
+    redlock_client *c = client_with(1, NODE_TIMEOUT_MS, 0);
+    redlock_permit_info h[4];
+    redlock_semaphore_state st;
+    redlock_semaphore *s;
+    redlock_permit *three;
+    bg_take b;
+    char name[64];
+    int64_t released_us;
+
+    rig_unique_name(name, sizeof(name), "sem", "multi");
+    s = sem_new(c, name, 4);
+    st = inspect0(s, h, 4);
+    ck_assert_int_eq(st.available, -1); /* nothing written before the first acquire */
+    ck_assert_uint_eq(st.holders, 0);
+
+    three = take(s, 3, 0, 20000);
+    st = inspect0(s, h, 4);
+    ck_assert_int_eq(st.available, 1);
+    ck_assert_uint_eq(st.permits_taken, 3);
+    ck_assert_uint_eq(st.holders, 1);
+    ck_assert_str_eq(h[0].id, redlock_permit_id(three));
+    ck_assert_int_eq(h[0].permits, 3);
+    ck_assert_msg(h[0].ms_left > 0 && h[0].ms_left <= 20000, "ms_left %lld",
+                  (long long)h[0].ms_left);
+    ck_assert_str_eq(cli(0, "GET '%s'", name), "1");
+    ck_assert_str_eq(cli(0, "ZCARD '{%s}:timeout'", name), "3");
+    take_busy(s, 2);
+
+    /* A waiter for 2 is woken by the release of the 3. */
+    memset(&b, 0, sizeof(b));
+    b.s = s;
+    b.permits = 2;
+    b.wait_ms = 3000;
+    ck_assert_int_eq(pthread_create(&b.th, NULL, bg_take_main, &b), 0);
+    rig_sleep_ms(300);
+    ck_assert_int_eq(atomic_load(&b.finished), 0);
+    released_us = rig_now_us();
+    give_back(three);
+    pthread_join(b.th, NULL);
+    fprintf(stderr, "waiter for 2 granted %lld ms after the release of 3\n",
+            (long long)(b.done_us - released_us) / 1000);
+    ck_assert_msg(b.rc == REDLOCK_OK, "waiter: %s", redlock_err_name(b.rc));
+    ck_assert_msg(b.done_us - released_us < 1000000, "granted %lld ms after the release",
+                  (long long)(b.done_us - released_us) / 1000);
+
+    st = inspect0(s, h, 4);
+    ck_assert_int_eq(st.available, 2);
+    ck_assert_uint_eq(st.permits_taken, 2);
+    ck_assert_uint_eq(st.holders, 1);
+    ck_assert_str_eq(h[0].id, redlock_permit_id(b.p));
+    ck_assert_int_eq(h[0].permits, 2);
+    ck_assert_msg(h[0].ms_left > 0 && h[0].ms_left <= LEASE_MS, "ms_left %lld",
+                  (long long)h[0].ms_left);
+    give_back(b.p);
+    st = inspect0(s, h, 4);
+    ck_assert_int_eq(st.available, 4);
+    ck_assert_uint_eq(st.permits_taken, 0);
+    ck_assert_uint_eq(st.holders, 0);
+    ck_assert_str_eq(cli(0, "EXISTS '{%s}:timeout'", name), "0");
+    redlock_semaphore_free(s);
+    redlock_client_free(c);
+}
+END_TEST
+
+/*
+ * redlock_semaphore_state.holders counts permit handles, also those past
+ * the array given ("may be more than the array given could list").
+ *
+ * KNOWN LIBRARY BUG (reported, not fixed here): sem_inspect's count_permit()
+ * matches a permit only against the holders it listed, so every permit
+ * past `cap` counts as one more holder: one handle of 2 permits with
+ * cap 0 gives holders 2, two handles of 2 with cap 1 give 3. This case
+ * fails until it is fixed.
+ */
+START_TEST(test_inspect_counts_handles_past_cap)
+{
+    redlock_client *c = client_with(1, NODE_TIMEOUT_MS, 0);
+    redlock_permit_info h[1];
+    redlock_semaphore_state st;
+    redlock_semaphore *s;
+    redlock_permit *a, *b;
+    char name[64];
+
+    rig_unique_name(name, sizeof(name), "sem", "cap");
+    s = sem_new(c, name, 4);
+    a = take(s, 2, 0, LEASE_MS);
+    st = inspect0(s, h, 1); /* room for every holder: right */
+    ck_assert_uint_eq(st.holders, 1);
+    ck_assert_int_eq(h[0].permits, 2);
+    ck_assert_int_eq(redlock_semaphore_inspect(s, 0, &st, NULL, 0), REDLOCK_OK);
+    ck_assert_uint_eq(st.permits_taken, 2);
+    ck_assert_msg(st.holders == 1, "one handle of 2 permits, no array: %zu holders",
+                  st.holders);
+    b = take(s, 2, 0, LEASE_MS);
+    st = inspect0(s, h, 1);
+    ck_assert_uint_eq(st.permits_taken, 4);
+    ck_assert_int_eq(h[0].permits, 2);
+    ck_assert_msg(st.holders == 2, "two handles of 2 permits, room for 1: %zu holders",
+                  st.holders);
+    give_back(a);
+    give_back(b);
+    redlock_semaphore_free(s);
+    redlock_client_free(c);
+}
+END_TEST
+
+/* ------------------------------------------------------------------------ */
+/* 3. A SIGKILLed holder's permit returns when its lease ends. */
+
+#define CRASH_LEASE_MS 1500
+
+/* The child: its own client, the only permit, then wait to be killed.
+ * Sends the monotonic time taken just before its acquire (the lease can
+ * only end after that plus the lease), or -1 on failure. */
+static void child_hold_permit(const char *name, int wfd)
+{
+    const char *uri = rig_plain_uri(0);
+    redlock_options o = {.node_timeout_ms = NODE_TIMEOUT_MS};
+    redlock_client *c = NULL;
+    redlock_semaphore *s = NULL;
+    redlock_permit *p = NULL;
+    int ready = redlock_client_new(&c, &uri, 1, &o) == REDLOCK_OK &&
+                redlock_semaphore_new(c, name, 1, NULL, &s) == REDLOCK_OK;
+    int64_t called_us = rig_now_us();
+    int i;
+
+    if (!ready || redlock_semaphore_acquire(s, 1, 0, CRASH_LEASE_MS, &p) != REDLOCK_OK)
+        called_us = -1;
+    if (write(wfd, &called_us, sizeof(called_us)) != (ssize_t)sizeof(called_us))
+        _exit(3);
+    for (i = 0; i < 300; i++) /* bounded: the parent kills it long before */
+        rig_sleep_ms(100);
+    _exit(0);
+}
+
+START_TEST(test_killed_holder_permit_returns)
+{
+    redlock_client *c;
+    redlock_semaphore *s;
+    redlock_permit *p;
+    struct pollfd pfd;
+    char name[64];
+    int fds[2], status = 0;
+    int64_t called_us = -1, killed_us, got_us;
+    pid_t pid;
+
+    rig_unique_name(name, sizeof(name), "sem", "killed");
+    rig_plain_uri(0); /* read the rig file before forking */
+    ck_assert_int_eq(pipe(fds), 0);
+    pid = fork();
+    ck_assert_int_ge(pid, 0);
+    if (pid == 0) {
+        close(fds[0]);
+        child_hold_permit(name, fds[1]);
+    }
+    close(fds[1]);
+    pfd = (struct pollfd){.fd = fds[0], .events = POLLIN};
+    if (poll(&pfd, 1, 10000) != 1 || read(fds[0], &called_us, sizeof(called_us)) !=
+                                         (ssize_t)sizeof(called_us))
+        called_us = -1;
+    killed_us = rig_now_us();
+    kill(pid, SIGKILL);
+    ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+    close(fds[0]);
+    ck_assert_msg(called_us > 0, "the child did not get its permit");
+    ck_assert(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL);
+
+    c = client_with(1, NODE_TIMEOUT_MS, 0);
+    s = sem_new(c, name, 1);
+    ck_assert_str_eq(cli(0, "ZCARD '{%s}:timeout'", name), "1");
+    take_busy(s, 1);
+    p = take(s, 1, 5000, 5000);
+    got_us = rig_now_us();
+    fprintf(stderr, "dead holder's permit taken %lld ms after its acquire, %lld ms after the "
+                    "kill\n", (long long)(got_us - called_us) / 1000,
+            (long long)(got_us - killed_us) / 1000);
+    /* Not before its lease ended (the node counts whole ms)... */
+    ck_assert_msg(got_us - called_us >= (CRASH_LEASE_MS - 10) * 1000LL,
+                  "granted %lld ms after the dead holder's acquire began",
+                  (long long)(got_us - called_us) / 1000);
+    /* ...and soon after. */
+    ck_assert_msg(got_us - killed_us <= (CRASH_LEASE_MS + 1500) * 1000LL,
+                  "granted %lld ms after the kill", (long long)(got_us - killed_us) / 1000);
+    /* The dead permit is gone from the node, ours is the only one. */
+    ck_assert_str_eq(cli(0, "ZCARD '{%s}:timeout'", name), "1");
+    ck_assert_str_eq(cli(0, "GET '%s'", name), "0");
+    give_back(p);
+    ck_assert_str_eq(cli(0, "GET '%s'", name), "1");
+    redlock_semaphore_free(s);
+    redlock_client_free(c);
+}
+END_TEST
+
+/* ------------------------------------------------------------------------ */
+/* 4. The watchdog renews a permit. */
+
+START_TEST(test_watchdog_renews_permit)
+{
+    redlock_client *c = client_with(N_NODES, NODE_TIMEOUT_MS, 1500);
+    redlock_permit_info h[2];
+    redlock_semaphore_state st;
+    redlock_semaphore *s;
+    redlock_permit *p;
+    char name[64];
+    int64_t left = 0;
+    size_t i, live = 0;
+
+    rig_unique_name(name, sizeof(name), "sem", "watchdog");
+    s = sem_new(c, name, 1);
+    p = take(s, 1, 0, 0);
+    rig_sleep_ms(4000); /* well past the 1.5 s lease */
+    ck_assert_int_eq(redlock_permit_remaining_ttl(p, &left), REDLOCK_OK);
+    ck_assert_msg(left > 0 && left <= 1500, "remaining %lld ms", (long long)left);
+    take_busy(s, 1);
+    for (i = 0; i < N_NODES; i++) {
+        ck_assert_int_eq(redlock_semaphore_inspect(s, i, &st, h, 2), REDLOCK_OK);
+        if (st.holders == 1 && strcmp(h[0].id, redlock_permit_id(p)) == 0 &&
+            h[0].ms_left > 0 && h[0].ms_left <= 1500 && st.available == 0)
+            live++;
+    }
+    ck_assert_uint_eq(live, N_NODES);
+    give_back(p);
+    p = take(s, 1, 0, LEASE_MS);
+    give_back(p);
+    redlock_semaphore_free(s);
+    redlock_client_free(c);
+}
+END_TEST
+
+/* ------------------------------------------------------------------------ */
+/* 5. Redisson's RPermitExpirableSemaphore scripts against our permits
+ * (N = 1). Copied verbatim from RedissonPermitExpirableSemaphore.java:
+ * tryAcquireAsync(List<String> ids, long timeoutDate), tryReleaseAsync(
+ * String permitId) and availablePermitsAsync(); KEYS and ARGV as Redisson
+ * passes them, permit ids as 16 raw bytes. */
+
+static const char REDISSON_SEM_ACQUIRE[] =
+    "local expiredIds = redis.call('zrangebyscore', KEYS[2], 0, ARGV[3], 'limit', 0, ARGV[1]); "
+    "if #expiredIds > 0 then "
+        "redis.call('zrem', KEYS[2], unpack(expiredIds)); "
+        "local value = redis.call('incrby', KEYS[1], #expiredIds); "
+        "if tonumber(value) > 0 then "
+            "redis.call(ARGV[5], KEYS[3], value); "
+        "end;"
+    "end; "
+    "local value = redis.call('get', KEYS[1]); "
+    "if (value ~= false and tonumber(value) >= tonumber(ARGV[1])) then "
+        "redis.call('decrby', KEYS[1], ARGV[1]); "
+        "for i = 6, #ARGV, 1 do "
+            "redis.call('zadd', KEYS[2], ARGV[2], ARGV[i]); "
+        "end; "
+        "local ttl = redis.call('pttl', KEYS[1]); "
+        "if ttl > 0 then "
+            "redis.call('pexpire', KEYS[2], ttl); "
+        "end; "
+        "return 'OK'; "
+    "end; "
+    "local v = redis.call('zrange', KEYS[2], 0, 0, 'WITHSCORES'); "
+    "if v[1] ~= nil and v[2] ~= ARGV[4] then "
+        "return ':' .. tostring(v[2]); "
+    "end "
+    "return nil;";
+
+static const char REDISSON_SEM_RELEASE[] =
+    "local expire = redis.call('zscore', KEYS[3], ARGV[1]);"
+    "local removed = redis.call('zrem', KEYS[3], ARGV[1]);"
+    "if tonumber(removed) ~= 1 then "
+        "return 0;"
+    "end;"
+    "local value = redis.call('incrby', KEYS[1], ARGV[2]); "
+    "redis.call(ARGV[4], KEYS[2], value); "
+    "if tonumber(expire) <= tonumber(ARGV[3]) then "
+        "return 0;"
+    "end;"
+    "return 1;";
+
+static const char REDISSON_SEM_AVAILABLE[] =
+    "local expiredIds = redis.call('zrangebyscore', KEYS[2], 0, ARGV[1], 'limit', 0, -1); "
+    "if #expiredIds > 0 then "
+        "redis.call('zrem', KEYS[2], unpack(expiredIds)); "
+        "local value = redis.call('incrby', KEYS[1], #expiredIds); "
+        "if tonumber(value) > 0 then "
+            "redis.call(ARGV[2], KEYS[3], value); "
+        "end;"
+        "return value; "
+    "end; "
+    "local ret = redis.call('get', KEYS[1]); "
+    "return ret == false and 0 or ret;";
+
+#define RS_ID_LEN 16
+static const unsigned char RS_ID1[RS_ID_LEN] = {0x3f, 0xa9, 0xc1, 0xd2, 0xe4, 0xb5, 0xa6, 0x97,
+                                                0x88, 0x77, 0x66, 0x55, 0x44, 0x33, 0x22, 0x11};
+static const unsigned char RS_ID2[RS_ID_LEN] = {0x00, 0x0a, 0x3a, 0x7b, 0xff, 0x10, 0x2c, 0x5e,
+                                                0x91, 0x13, 0x3f, 0x00, 0x08, 0xc7, 0xe2, 0x64};
+
+typedef struct rs_sem {
+    redisContext *ctx;
+    char name[64], timeout[96], channel[96];
+} rs_sem;
+
+/* EVAL with binary-safe arguments; argv[0..2] are filled here. */
+static redisReply *rs_eval(rs_sem *rs, const char *script, int argc, const char **argv,
+                           size_t *lens)
+{
+    redisReply *r;
+    int i;
+
+    argv[0] = "EVAL";
+    argv[1] = script;
+    argv[2] = "3";
+    for (i = 0; i < argc; i++)
+        if (!lens[i])
+            lens[i] = strlen(argv[i]);
+    r = redisCommandArgv(rs->ctx, argc, argv, lens);
+    ck_assert_msg(r != NULL, "EVAL: %s", rs->ctx->errstr);
+    ck_assert_msg(r->type != REDIS_REPLY_ERROR, "Redisson's script failed: %s", r->str);
+    return r;
+}
+
+/* The node's clock in ms (Redisson uses its client's; we build its
+ * arguments from the node's, which is what our scores are on). */
+static long long node_now_ms(rs_sem *rs)
+{
+    redisReply *r = redisCommand(rs->ctx, "TIME");
+    long long ms;
+
+    ck_assert(r && r->type == REDIS_REPLY_ARRAY && r->elements == 2);
+    ms = atoll(r->element[0]->str) * 1000 + atoll(r->element[1]->str) / 1000;
+    freeReplyObject(r);
+    return ms;
+}
+
+/* Redisson's tryAcquire of n ids (from RS_ID1, RS_ID2) with lease_ms:
+ * returns the reply ("OK", ":<score>" or nil); the caller frees it. */
+static redisReply *rs_acquire(rs_sem *rs, int n, long long lease_ms)
+{
+    const char *argv[13];
+    size_t lens[13] = {0};
+    char count[8], until[24], now[24];
+    long long t = node_now_ms(rs);
+    int i;
+
+    snprintf(count, sizeof(count), "%d", n);
+    snprintf(until, sizeof(until), "%lld", t + lease_ms);
+    snprintf(now, sizeof(now), "%lld", t);
+    argv[3] = rs->name;
+    argv[4] = rs->timeout;
+    argv[5] = rs->channel;
+    argv[6] = count;
+    argv[7] = until;
+    argv[8] = now;
+    argv[9] = "922337203685477";
+    argv[10] = "publish";
+    for (i = 0; i < n; i++) {
+        argv[11 + i] = (const char *)(i == 0 ? RS_ID1 : RS_ID2);
+        lens[11 + i] = RS_ID_LEN;
+    }
+    return rs_eval(rs, REDISSON_SEM_ACQUIRE, 11 + n, argv, lens);
+}
+
+static long long rs_release(rs_sem *rs, const unsigned char *id)
+{
+    const char *argv[10];
+    size_t lens[10] = {0};
+    char now[24];
+    redisReply *r;
+    long long v;
+
+    snprintf(now, sizeof(now), "%lld", node_now_ms(rs));
+    argv[3] = rs->name;
+    argv[4] = rs->channel;
+    argv[5] = rs->timeout;
+    argv[6] = (const char *)id;
+    lens[6] = RS_ID_LEN;
+    argv[7] = "1";
+    argv[8] = now;
+    argv[9] = "publish";
+    r = rs_eval(rs, REDISSON_SEM_RELEASE, 10, argv, lens);
+    ck_assert_int_eq(r->type, REDIS_REPLY_INTEGER);
+    v = r->integer;
+    freeReplyObject(r);
+    return v;
+}
+
+static long long rs_available(rs_sem *rs)
+{
+    const char *argv[8];
+    size_t lens[8] = {0};
+    char now[24];
+    redisReply *r;
+    long long v;
+
+    snprintf(now, sizeof(now), "%lld", node_now_ms(rs));
+    argv[3] = rs->name;
+    argv[4] = rs->timeout;
+    argv[5] = rs->channel;
+    argv[6] = now;
+    argv[7] = "publish";
+    r = rs_eval(rs, REDISSON_SEM_AVAILABLE, 8, argv, lens);
+    /* An integer, or the count as a bulk string (GET's reply). */
+    ck_assert(r->type == REDIS_REPLY_INTEGER || r->type == REDIS_REPLY_STRING);
+    v = r->type == REDIS_REPLY_INTEGER ? r->integer : atoll(r->str);
+    freeReplyObject(r);
+    return v;
+}
+
+START_TEST(test_redisson_interop)
+{
+    redlock_client *c = client_with(1, NODE_TIMEOUT_MS, 0);
+    redlock_permit_info h[4];
+    redlock_semaphore_state st;
+    redlock_semaphore *s;
+    redlock_permit *ours, *second, *pair;
+    redisReply *r;
+    rs_sem rs;
+    long long t;
+    int64_t t0, took;
+    size_t i, found_ours = 0, found_theirs = 0;
+
+    memset(&rs, 0, sizeof(rs));
+    rig_unique_name(rs.name, sizeof(rs.name), "sem", "redisson");
+    snprintf(rs.timeout, sizeof(rs.timeout), "{%s}:timeout", rs.name);
+    snprintf(rs.channel, sizeof(rs.channel), "redisson_sc:{%s}", rs.name);
+    rs.ctx = node_conn(0);
+    s = sem_new(c, rs.name, 2);
+
+    /* We hold 1 of 2: Redisson takes the other, and then we get none. */
+    ours = take(s, 1, 0, 20000);
+    r = rs_acquire(&rs, 1, 20000);
+    ck_assert_msg(r->type == REDIS_REPLY_STRING && strcmp(r->str, "OK") == 0,
+                  "Redisson's tryAcquire: type %d %s", r->type, r->str ? r->str : "");
+    freeReplyObject(r);
+    take_busy(s, 1);
+    ck_assert_int_eq(rs_available(&rs), 0);
+    st = inspect0(s, h, 4);
+    ck_assert_int_eq(st.available, 0);
+    ck_assert_uint_eq(st.permits_taken, 2);
+    ck_assert_uint_eq(st.holders, 2);
+    for (i = 0; i < 2; i++) {
+        ck_assert_msg(h[i].ms_left > 0 && h[i].ms_left <= 20000, "ms_left %lld",
+                      (long long)h[i].ms_left);
+        found_ours += strcmp(h[i].id, redlock_permit_id(ours)) == 0;
+        found_theirs += memcmp(h[i].id, RS_ID1, RS_ID_LEN) == 0;
+    }
+    ck_assert_uint_eq(found_ours, 1);
+    ck_assert_uint_eq(found_theirs, 1);
+    /* Redisson gives it back; we get it. */
+    ck_assert_int_eq(rs_release(&rs, RS_ID1), 1);
+    ck_assert_int_eq(rs_available(&rs), 1);
+    second = take(s, 1, 0, 20000);
+    ck_assert_int_eq(rs_available(&rs), 0);
+    /* Both are ours: Redisson is refused and told when the first of our
+     * leases ends, on its own scale (ms of the epoch). */
+    t = node_now_ms(&rs);
+    r = rs_acquire(&rs, 1, 20000);
+    ck_assert_msg(r->type == REDIS_REPLY_STRING && r->str[0] == ':', "reply type %d",
+                  r->type);
+    ck_assert_msg(atoll(r->str + 1) > t && atoll(r->str + 1) <= t + 20000, "%s, now %lld",
+                  r->str, t);
+    freeReplyObject(r);
+    give_back(ours);
+    give_back(second);
+    ck_assert_int_eq(rs_available(&rs), 2);
+
+    /* Redisson's permits whose lease ended are taken back by our acquire:
+     * our waiter retries when the first lease ends on the node's clock. */
+    r = rs_acquire(&rs, 2, 300);
+    ck_assert_str_eq(r->str, "OK");
+    freeReplyObject(r);
+    take_busy(s, 1);
+    t0 = rig_now_ms();
+    pair = take(s, 2, 3000, LEASE_MS);
+    took = rig_now_ms() - t0;
+    fprintf(stderr, "Redisson's expired permits taken back after %lld ms\n", (long long)took);
+    ck_assert_msg(took < 2000, "took %lld ms for a 300 ms lease", (long long)took);
+    ck_assert_str_eq(cli(0, "ZCARD '%s'", rs.timeout), "2");
+    ck_assert_int_eq(rs_release(&rs, RS_ID2), 0); /* Redisson's are gone */
+    give_back(pair);
+    ck_assert_int_eq(rs_available(&rs), 2);
+    redisFree(rs.ctx);
+    redlock_semaphore_free(s);
+    redlock_client_free(c);
+}
+END_TEST
+
+/* ------------------------------------------------------------------------ */
+/* 6. Refused input, and a name whose key is not a semaphore's. */
+
+static void assert_einval(int rc, const char *what)
+{
+    ck_assert_msg(rc == REDLOCK_EINVAL, "%s gave %s", what, redlock_err_name(rc));
+    ck_assert_msg(redlock_last_error()[0] != '\0', "%s: no message", what);
+}
+
+START_TEST(test_invalid_input)
+{
+    redlock_client *c = client_with(1, NODE_TIMEOUT_MS, 0), *c5;
+    redlock_lock_options lo;
+    redlock_semaphore_state st;
+    redlock_semaphore *s = NULL, *bad = NULL;
+    redlock_permit *p = NULL;
+    redlock_lock *l = NULL;
+    char name[64], before[1024];
+    int64_t t0;
+    int rc, held = 0;
+
+    rig_unique_name(name, sizeof(name), "sem", "invalid");
+    assert_einval(redlock_semaphore_new(c, name, 0, NULL, &bad), "limit 0");
+    ck_assert_ptr_null(bad);
+    assert_einval(redlock_semaphore_new(c, name, -2, NULL, &bad), "limit -2");
+    assert_einval(redlock_semaphore_new(NULL, name, 2, NULL, &bad), "NULL client");
+    assert_einval(redlock_semaphore_new(c, NULL, 2, NULL, &bad), "NULL name");
+    assert_einval(redlock_semaphore_new(c, "", 2, NULL, &bad), "empty name");
+    assert_einval(redlock_semaphore_new(c, name, 2, NULL, NULL), "NULL out");
+    memset(&lo, 0, sizeof(lo));
+    lo.fencing = 1;
+    assert_einval(redlock_semaphore_new(c, name, 2, &lo, &bad), "fencing");
+    memset(&lo, 0, sizeof(lo));
+    lo.holder_facts = 1;
+    assert_einval(redlock_semaphore_new(c, name, 2, &lo, &bad), "holder_facts");
+    memset(&lo, 0, sizeof(lo));
+    lo.kind = REDLOCK_LOCK_WRITE;
+    assert_einval(redlock_semaphore_new(c, name, 2, &lo, &bad), "kind");
+    ck_assert_ptr_null(bad);
+    /* Over 5 nodes, 2 permits need a quorum of 4 (the header's bound). */
+    c5 = client_with(N_NODES, NODE_TIMEOUT_MS, 0);
+    memset(&lo, 0, sizeof(lo));
+    lo.quorum = 3;
+    assert_einval(redlock_semaphore_new(c5, name, 2, &lo, &bad), "quorum 3 of 5 for 2");
+    lo.quorum = 4;
+    ck_assert_int_eq(redlock_semaphore_new(c5, name, 2, &lo, &bad), REDLOCK_OK);
+    redlock_semaphore_free(bad);
+    redlock_client_free(c5);
+
+    s = sem_new(c, name, 2);
+    assert_einval(redlock_semaphore_acquire(s, 0, 0, LEASE_MS, &p), "0 permits");
+    ck_assert_ptr_null(p);
+    assert_einval(redlock_semaphore_acquire(s, 3, 0, LEASE_MS, &p), "permits > limit");
+    assert_einval(redlock_semaphore_acquire(s, -1, 0, LEASE_MS, &p), "-1 permits");
+    assert_einval(redlock_semaphore_acquire(NULL, 1, 0, LEASE_MS, &p), "NULL semaphore");
+    assert_einval(redlock_semaphore_acquire(s, 1, 0, LEASE_MS, NULL), "NULL out");
+    ck_assert_ptr_null(p);
+    assert_einval(redlock_semaphore_release(NULL), "release NULL");
+    assert_einval(redlock_semaphore_inspect(NULL, 0, &st, NULL, 0), "inspect NULL");
+    assert_einval(redlock_semaphore_inspect(s, 1, &st, NULL, 0), "member out of range");
+    assert_einval(redlock_semaphore_inspect(s, 0, NULL, NULL, 0), "NULL state");
+    /* Nothing was written by any of that. */
+    ck_assert_str_eq(cli(0, "EXISTS '%s' '{%s}:timeout'", name, name), "0");
+    redlock_semaphore_free(s);
+
+    /* A plain lock holds the name: its key is a hash. The acquire fails
+     * for good at once, whatever its wait, and the lock is untouched. */
+    ck_assert_int_eq(redlock_lock_new(c, name, NULL, &l), REDLOCK_OK);
+    ck_assert_int_eq(redlock_acquire_as(l, 5, 0, 20000), REDLOCK_OK);
+    snprintf(before, sizeof(before), "%s", cli(0, "HGETALL '%s'", name));
+    s = sem_new(c, name, 2);
+    rc = redlock_semaphore_acquire(s, 1, 0, LEASE_MS, &p);
+    ck_assert_msg(rc == REDLOCK_ECONFIG, "acquire on a hash: %s: %s", redlock_err_name(rc),
+                  redlock_last_error());
+    ck_assert_ptr_null(p);
+    ck_assert_ptr_nonnull(strstr(redlock_last_error(), "WRONGTYPE"));
+    t0 = rig_now_ms();
+    rc = redlock_semaphore_acquire(s, 1, 3000, LEASE_MS, &p);
+    ck_assert_msg(rc == REDLOCK_ECONFIG, "waiting acquire on a hash: %s",
+                  redlock_err_name(rc));
+    ck_assert_msg(rig_now_ms() - t0 < 1000, "a refusal for good took %lld ms",
+                  (long long)(rig_now_ms() - t0));
+    ck_assert_str_eq(cli(0, "HGETALL '%s'", name), before);
+    ck_assert_int_gt(atoll(cli(0, "PTTL '%s'", name)), 0);
+    ck_assert_str_eq(cli(0, "EXISTS '{%s}:timeout'", name), "0");
+    ck_assert_int_eq(redlock_semaphore_inspect(s, 0, &st, NULL, 0), REDLOCK_ECONFIG);
+    ck_assert_int_eq(redlock_is_held_as(l, 5, &held), REDLOCK_OK);
+    ck_assert_int_eq(held, 1);
+    ck_assert_int_eq(redlock_unlock_as(l, 5), REDLOCK_OK);
+    redlock_semaphore_free(s);
+    redlock_lock_free(l);
+    redlock_client_free(c);
+}
+END_TEST
+
+/* ------------------------------------------------------------------------ */
+/* 7. A failed quorum leaves no permit taken. */
+
+/* Every node's permits hold no id of this client, and its count is K or
+ * absent; polled up to timeout_ms. Returns 1 if so. */
+static int nothing_taken(redlock_client *c, const char *name, const char *k, int64_t timeout_ms)
+{
+    int64_t t0 = rig_now_ms();
+    size_t i;
+
+    for (;;) {
+        for (i = 0; i < N_NODES; i++) {
+            const char *count = cli(i, "GET '%s'", name);
+
+            if ((count[0] && strcmp(count, k) != 0) ||
+                strstr(cli(i, "ZRANGE '{%s}:timeout' 0 -1", name), redlock_client_id(c)))
+                break;
+        }
+        if (i == N_NODES)
+            return 1;
+        if (rig_now_ms() - t0 > timeout_ms)
+            return 0;
+        rig_sleep_ms(20);
+    }
+}
+
+/* With nodes 2.. frozen, an acquire of every permit fails; once they are
+ * thawed nothing of it may stay taken anywhere. */
+static void fail_with_frozen(redlock_client *c, redlock_semaphore *s, const char *name,
+                             size_t frozen)
+{
+    redlock_permit *p = NULL;
+    size_t m;
+    int rc;
+
+    for (m = N_NODES - frozen; m < N_NODES; m++)
+        ck_assert_int_eq(rig_node("freeze", m), 0);
+    rc = redlock_semaphore_acquire(s, 2, 300, LEASE_MS, &p);
+    fprintf(stderr, "%zu of 5 frozen: acquire 2 -> %s (%s)\n", frozen, redlock_err_name(rc),
+            redlock_last_error());
+    for (m = N_NODES - frozen; m < N_NODES; m++)
+        ck_assert_int_eq(rig_node("thaw", m), 0);
+    ck_assert_msg(rc == REDLOCK_ENO_QUORUM || rc == REDLOCK_ETIMEOUT, "acquire: %s",
+                  redlock_err_name(rc));
+    ck_assert_ptr_null(p);
+    /* The frozen nodes now run what was queued for them. */
+    ck_assert_msg(nothing_taken(c, name, "2", 5000), "permits of %s outlived the thaw", name);
+    rig_sleep_ms(300);
+    ck_assert(nothing_taken(c, name, "2", 0));
+}
+
+START_TEST(test_failed_quorum_leaves_nothing)
+{
+    /* The default node timeout: the failure should be prompt. */
+    redlock_client *c = client_with(N_NODES, 0, 0);
+    redlock_semaphore *s;
+    redlock_permit *p;
+    char name[64];
+
+    rig_unique_name(name, sizeof(name), "sem", "noquorum");
+    s = sem_new(c, name, 2);
+    /* Warm connections; the count is written on every node. For 2 permits
+     * on 5 nodes a majority is not enough: 3 holders could each have 3
+     * grants with no node letting more than 2 out. */
+    p = take(s, 1, 0, LEASE_MS);
+    ck_assert_int_eq(redlock_lock_quorum(redlock_permit_lock(p)), 4);
+    give_back(p);
+    ck_assert(nothing_taken(c, name, "2", 3000));
+    fail_with_frozen(c, s, name, 2);
+    fail_with_frozen(c, s, name, 3);
+    /* Both permits are there for the next one. */
+    give_back(take(s, 2, 0, LEASE_MS));
+    redlock_semaphore_free(s);
+    redlock_client_free(c);
+}
+END_TEST
+
+/* ------------------------------------------------------------------------ */
+
+int main(void)
+{
+    Suite *s = suite_create("semaphore");
+    SRunner *sr;
+    int failed;
+
+    RIG_ADD_CASE(s, test_never_more_than_k_single, 60);
+    RIG_ADD_CASE(s, test_never_more_than_k_quorum, 90);
+    RIG_ADD_CASE(s, test_multi_permit, 60);
+    RIG_ADD_CASE(s, test_inspect_counts_handles_past_cap, 60);
+    RIG_ADD_CASE(s, test_killed_holder_permit_returns, 60);
+    RIG_ADD_CASE(s, test_watchdog_renews_permit, 60);
+    RIG_ADD_CASE(s, test_redisson_interop, 60);
+    RIG_ADD_CASE(s, test_invalid_input, 60);
+    RIG_ADD_CASE(s, test_failed_quorum_leaves_nothing, 60);
+    sr = srunner_create(s);
+    srunner_run_all(sr, CK_NORMAL);
+    failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}

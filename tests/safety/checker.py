@@ -10,7 +10,9 @@ Inputs (all times are CLOCK_MONOTONIC nanoseconds of the test machine):
 A hold's critical section is [ae, min(rb, vend)]: from the moment acquire
 returned to the moment the worker stopped acting (before unlock) or its
 own claimed validity ran out, whichever came first. Two critical sections
-of one name that overlap are a violation of mutual exclusion.
+of one name that overlap are a violation of mutual exclusion, unless both
+are read holds of a read-write lock; permits of a semaphore of K violate it
+when more than K are open at once (kinds.py).
 
 Prints detail lines starting with "#" and, last, one summary line. Exits 1
 when a safety property fails (for the unsafe-by-design case: never because
@@ -23,6 +25,8 @@ import os
 import sys
 from collections import defaultdict
 
+import kinds
+
 NS_PER_MS = 1_000_000
 # vend is recorded with millisecond resolution and never overstated.
 VEND_RESOLUTION_NS = 2 * NS_PER_MS
@@ -30,9 +34,12 @@ VEND_RESOLUTION_NS = 2 * NS_PER_MS
 
 class Hold:
     __slots__ = ("worker", "name", "seq", "mode", "ab", "ae", "token", "vend", "rb",
-                 "re", "unlock", "lost_ns", "lost_reason", "writes", "members", "want", "acks")
+                 "re", "unlock", "lost_ns", "lost_reason", "writes", "members", "want", "acks",
+                 "kind")
 
-    def __init__(self, f):
+    def __init__(self, f, kind="M"):
+        # M the plain lock; R, W a read or write hold; P<K> a permit.
+        self.kind = kind
         self.worker = int(f[1])
         self.name = f[2]
         self.seq = int(f[3])
@@ -63,7 +70,8 @@ class Hold:
         return min(self.rb, self.vend) if self.vend > 0 else self.ae
 
     def __repr__(self):
-        return (f"worker {self.worker} seq {self.seq} ({self.mode}) "
+        kind = "" if self.kind == "M" else f", {self.kind}"
+        return (f"worker {self.worker} seq {self.seq} ({self.mode}{kind}) "
                 f"[{fmt_t(self.ae)}, {fmt_t(self.end)}] token {self.token} members {self.members}")
 
 
@@ -97,12 +105,16 @@ def load(path):
                     continue
                 try:
                     kind = f[0]
+                    if kind == "H":
+                        hk, f = kinds.split_kind(f, 15)
+                    elif kind == "F":
+                        hk, f = kinds.split_kind(f, 7)
                     if kind == "H" and len(f) in (15, 16, 17, 18):
-                        holds.append(Hold(f))
+                        holds.append(Hold(f, hk))
                     elif kind == "F" and len(f) in (7, 8):
-                        # (worker, name, ab, ae, wait_ms, rc, want)
+                        # (worker, name, ab, ae, wait_ms, rc, want, kind)
                         fails.append((int(f[1]), f[2], int(f[3]), int(f[4]), int(f[5]), f[6],
-                                      int(f[7]) if len(f) > 7 else int(f[3])))
+                                      int(f[7]) if len(f) > 7 else int(f[3]), hk))
                     elif kind == "A" and len(f) == 5:
                         still.append((int(f[1]), f[2], int(f[3]), int(f[4])))
                     elif kind == "W" and len(f) == 9:
@@ -129,21 +141,10 @@ def load(path):
 
 
 def overlaps(holds):
-    """Pairs of holds of one name whose critical sections overlap."""
-    pairs = []
-    by_name = defaultdict(list)
-    for h in holds:
-        if h.end > h.ae:
-            by_name[h.name].append(h)
-    for hs in by_name.values():
-        hs.sort(key=lambda h: h.ae)
-        active = []  # (end, index) of sections that may still be open
-        for j, h in enumerate(hs):
-            active = [(e, i) for (e, i) in active if e > h.ae]
-            for _, i in active:
-                pairs.append((hs[i], h))
-            active.append((h.end, j))
-    return pairs
+    """Pairs of holds of one name whose critical sections overlap, where the
+    kinds exclude each other (all but two read holds; permits: kinds.py)."""
+    return [(o, h) for seq in kinds.sweep(holds).values()
+            for h, open_ in seq for o in open_ if kinds.exclusive_pair(o, h)]
 
 
 def union(intervals):
@@ -290,7 +291,9 @@ def token_decreases(holds):
     bad = []
     by_name = defaultdict(list)
     for h in holds:
-        by_name[h.name].append(h)
+        # Read holds and permits carry no token.
+        if h.kind in ("M", "W"):
+            by_name[h.name].append(h)
     for hs in by_name.values():
         by_end = sorted(hs, key=lambda h: h.ae)
         k, best, best_h = 0, 0, None
@@ -609,6 +612,8 @@ def main():
     for a, b in pairs[:10]:
         print(f"# OVERLAP on {a.name}: {a} and {b}: "
               f"{(min(a.end, b.end) - max(a.ae, b.ae)) / 1e6:.1f} ms")
+    excess = kinds.over_limit(holds)
+    kinds.report(args.nemesis, holds, fails, excess, problems, fmt_t)
     attempts = len(holds) + len(fails)
     availability = len(holds) / attempts if attempts else 0.0
     gap_ms = longest_gap_ns(holds, fails) // NS_PER_MS
@@ -638,7 +643,7 @@ def main():
     decreases = token_decreases(holds)
     for a, b in decreases[:5]:
         print(f"# TOKEN DECREASE on {b.name}: {a} then {b}")
-    missing_token = [h for h in holds if h.token == 0]
+    missing_token = [h for h in holds if h.token == 0 and h.kind in ("M", "W")]
     if missing_token:
         problems.append(f"{len(missing_token)} holds without a fencing token")
 
@@ -724,7 +729,7 @@ def main():
         print(f"# FAIL: {p}")
     if problems:
         rc = 1
-    print(f"nemesis={args.nemesis} violations={len(pairs)} acquisitions={len(holds)} "
+    print(f"nemesis={args.nemesis} violations={len(pairs) + len(excess)} acquisitions={len(holds)} "
           f"availability={availability:.3f} longest_gap_ms={gap_ms} lockout_ms={lockout_ms} "
           f"losses={len(lost)} "
           f"losses_reported_in_time={len(in_time)}/{len(lost)} "

@@ -2,13 +2,15 @@
 /*
  * safety_worker: one contending process of the safety harness.
  *
- * It takes fencing locks on a 5-node rig through the public API only and
+ * It takes fencing locks on a 5-node rig through the public API only (or,
+ * with --kind, read and write holds of read-write locks; with --permits K,
+ * permits of semaphores of K: worker_kinds.c) and
  * records, on CLOCK_MONOTONIC (shared by every process on the machine),
  * everything the checker needs to judge mutual exclusion afterwards (its
  * nodes may also be Sentinel-managed groups, redis-sentinel:// URIs, each
  * grant acknowledged by --replica-acks replicas):
  *
- *   F worker name ab ae wait_ms rc want            a failed acquire call
+ *   F worker name ab ae wait_ms rc want [kind]     a failed acquire call
  *   H worker name seq mode ab ae token vend rb re unlock_rc lost_ns
  *     lost_reason writes members want              one hold (members: what
  *                                                  each member answered to
@@ -18,6 +20,9 @@
  *                                                  grant, e.g. "1,1,-" (only
  *                                                  with --replica-acks; "-":
  *                                                  none reported)
+ *     [kind]                                       R read hold, W write hold,
+ *                                                  P<K> a permit of K (absent:
+ *                                                  the plain lock)
  *   A worker name want t                           still wanting name when
  *                                                  the run ended (--stick)
  *   W worker name seq wb we token rc in_validity   one fenced write
@@ -32,7 +37,10 @@
  * of its consecutive attempts on that name (ab itself when the attempt
  * before was on another name or succeeded). The checker measures lockouts
  * from it. It was added last on its lines, so records without it (older
- * logs) still read, with want = ab.
+ * logs) still read, with want = ab. kind is last for the same reason, and
+ * is given only for holds other than the plain lock's, whose lines thus
+ * stay as they were. Read holds and permits have no fencing token (0) and
+ * make no writes.
  *
  * Roles:
  *   contend  loop until the duration ends: random name, random wait, hold
@@ -52,17 +60,13 @@
 #include <errno.h>
 #include <getopt.h>
 #include <signal.h>
-#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
 
-#include "redlock/redlock.h"
-
-#define MAX_NAMES 16
-#define NS_PER_MS 1000000LL
+#include "worker.h"
 
 #if defined(__SANITIZE_ADDRESS__)
 #define BUILT_WITH_ASAN 1
@@ -75,68 +79,6 @@
 #define BUILT_WITH_ASAN 0
 #endif
 
-typedef enum { MODE_LEASE, MODE_WATCHDOG, MODE_MIXED } lease_mode;
-typedef enum { ROLE_CONTEND, ROLE_VICTIM, ROLE_PROBE } worker_role;
-
-typedef struct slot {
-    redlock_lock *lock;
-    char name[64];
-    char resource[96];
-    /* Written by the watchdog thread's on_lost callback. */
-    _Atomic int64_t lost_ns;
-    _Atomic int lost_reason;
-} slot;
-
-typedef struct config {
-    const char *uris;
-    const char *storage;
-    const char *names;
-    const char *out;
-    const char *ready_file;
-    const char *stop_file;
-    int id;
-    worker_role role;
-    lease_mode mode;
-    int64_t duration_ms;
-    int64_t max_cycles;
-    int64_t lease_ms;
-    int watchdog_lease_ms;
-    int node_timeout_ms;
-    int64_t hold_min_ms, hold_max_ms;
-    int64_t long_hold_ms; /* one hold in eight lasts up to this long */
-    int64_t wait_max_ms;
-    int64_t step_ms;
-    int64_t sample_ms;
-    int unchecked;
-    int stick; /* after a failed attempt, try the same name again */
-    /* redlock_lock_options.replica_acks and replica_timeout_ms; -1: not
-     * given (no WAIT, and the H line has no acks field). */
-    int replica_acks;
-    int replica_timeout_ms;
-} config;
-
-typedef struct worker {
-    config cfg;
-    FILE *log;
-    redlock_client *client;
-    redlock_client *storage;
-    slot slots[MAX_NAMES];
-    size_t n_slots;
-    uint64_t owner;      /* the owner id of the current attempt */
-    /* Nonzero: a fresh owner id per attempt instead of the thread's own,
-     * which keeps late releases of earlier holds from ever matching (see
-     * "a late release of the same owner" in tests/safety/README.md). */
-    int owner_per_hold;
-    int64_t cycles, attempts, acquired, lost;
-    /* The name this worker has wanted since want_ns without getting it
-     * (its last attempt failed), or NULL; last_fail_ns: when that attempt
-     * returned. */
-    slot *wanting;
-    int64_t want_ns, last_fail_ns;
-    int64_t next_sample_ns;
-    unsigned rng;
-} worker;
-
 static volatile sig_atomic_t stop_requested;
 
 static void on_term(int sig)
@@ -145,7 +87,7 @@ static void on_term(int sig)
     stop_requested = 1;
 }
 
-static int64_t now_ns(void)
+int64_t now_ns(void)
 {
     struct timespec ts;
 
@@ -178,19 +120,10 @@ static int file_exists(const char *path)
     return path && access(path, F_OK) == 0;
 }
 
-static void record_error(worker *w, const char *what, int rc)
+void record_error(worker *w, const char *what, int rc)
 {
     fprintf(w->log, "E %d %lld %s:%s:%s\n", w->cfg.id, (long long)now_ns(), what,
             redlock_err_name(rc), redlock_last_error());
-}
-
-static void on_lost(void *ud, redlock_lock *lock, uint64_t owner, int reason)
-{
-    slot *s = ud;
-
-    (void)lock, (void)owner;
-    atomic_store(&s->lost_reason, reason);
-    atomic_store(&s->lost_ns, now_ns());
 }
 
 static int64_t resident_kb(void)
@@ -232,31 +165,6 @@ static void maybe_sample(worker *w)
             (long long)resident_kb(), open_fds(), (long long)w->cycles);
 }
 
-/*
- * Confirms the hold and raises *vend to the validity end the library
- * reports. The token query is local and fails once the hold is lost; it
- * brackets remaining_ttl so that the TTL read in between is the local
- * validity of our own hold, not a network answer about someone else's.
- * Returns 1 while the hold is ours and still valid.
- */
-static int confirm_validity(worker *w, slot *s, int64_t *vend)
-{
-    uint64_t token;
-    int64_t ttl = 0, t0;
-
-    if (redlock_lock_token_as(s->lock, w->owner, &token) != REDLOCK_OK)
-        return 0;
-    t0 = now_ns();
-    if (redlock_remaining_ttl_as(s->lock, w->owner, &ttl) != REDLOCK_OK)
-        return 0;
-    if (redlock_lock_token_as(s->lock, w->owner, &token) != REDLOCK_OK)
-        return 0;
-    /* The library computed ttl after t0, so t0 + ttl never overstates it. */
-    if (ttl > 0 && t0 + ttl * NS_PER_MS > *vend)
-        *vend = t0 + ttl * NS_PER_MS;
-    return ttl > 0;
-}
-
 static void fenced_write(worker *w, slot *s, int64_t seq, int k, uint64_t token,
                          int64_t vend)
 {
@@ -276,58 +184,39 @@ static void fenced_write(worker *w, slot *s, int64_t seq, int k, uint64_t token,
             wb < vend);
 }
 
-/* What each member answered to the successful attempt, one letter per
- * member: G granted, B held elsewhere, T timeout, E error, - not heard. */
-static void members_outcome(redlock_lock *lock, char *out, size_t cap)
+/* What the next hold is: the worker's --kind (a random side each time for
+ * "mixed"), a permit for --permits, the plain lock otherwise. */
+static hold_kind next_kind(worker *w)
 {
-    size_t i, n = redlock_lock_member_count(lock);
-
-    for (i = 0; i < n && i + 1 < cap; i++) {
-        redlock_member_report r;
-
-        out[i] = '?';
-        if (redlock_lock_report(lock, i, &r) != REDLOCK_OK)
-            continue;
-        switch (r.outcome) {
-        case REDLOCK_MEMBER_GRANTED: out[i] = 'G'; break;
-        case REDLOCK_MEMBER_HELD_ELSEWHERE: out[i] = 'B'; break;
-        case REDLOCK_MEMBER_TIMEOUT: out[i] = 'T'; break;
-        case REDLOCK_MEMBER_ERROR: out[i] = 'E'; break;
-        default: out[i] = '-'; break;
-        }
+    if (w->cfg.permits > 0)
+        return KIND_PERMIT;
+    switch (w->cfg.rw) {
+    case RW_READ: return KIND_READ;
+    case RW_WRITE: return KIND_WRITE;
+    case RW_MIXED: return rand_between(w, 0, 1) ? KIND_WRITE : KIND_READ;
+    default: return KIND_MUTEX;
     }
-    out[i] = '\0';
 }
 
-/* The replicas that acknowledged each member's grant, comma-separated
- * ("-" for a member without a report of them). */
-static void members_acks(redlock_lock *lock, char *out, size_t cap)
+/* Results of an acquire that only say the lock was not to be had. */
+static int expected_refusal(int rc)
 {
-    size_t i, n = redlock_lock_member_count(lock), len = 0;
-
-    out[0] = '\0';
-    for (i = 0; i < n && len + 16 < cap; i++) {
-        redlock_member_report r;
-        int k = -1;
-
-        if (redlock_lock_report(lock, i, &r) == REDLOCK_OK)
-            k = r.replicas_acked;
-        len += (size_t)(k >= 0 ? snprintf(out + len, cap - len, "%s%d", i ? "," : "", k)
-                               : snprintf(out + len, cap - len, "%s-", i ? "," : ""));
-    }
-    if (!out[0])
-        snprintf(out, cap, "-");
+    return rc == REDLOCK_EBUSY || rc == REDLOCK_ETIMEOUT || rc == REDLOCK_ENO_QUORUM ||
+           rc == REDLOCK_EREPLICAS;
 }
 
-/* One acquire and, if it succeeds, one hold with its writes and release.
- * Returns 1 if the lock was acquired. */
+/* One acquire and, if it succeeds, one hold with its writes (fencing kinds
+ * only) and release. Returns 1 if the lock was acquired. */
 static int one_hold(worker *w, slot *s, int watchdog, int64_t wait_ms, int64_t hold_ms)
 {
     int64_t ab, ae, rb, re, vend = 0, hold_until, seq = w->cycles, want;
     uint64_t token = 0;
-    int rc, urc, writes = 0;
-    char grants[72] = "-", released[72] = "-", acks[1040] = "-";
+    int rc, urc, writes = 0, fenced;
+    char grants[72] = "-", released[72] = "-", acks[1040] = "-", kind[16];
+    hold_kind k = next_kind(w);
+    holding h;
 
+    kind_tag(w, k, kind, sizeof(kind));
     atomic_store(&s->lost_ns, 0);
     atomic_store(&s->lost_reason, 0);
     w->attempts++;
@@ -335,14 +224,14 @@ static int one_hold(worker *w, slot *s, int watchdog, int64_t wait_ms, int64_t h
         w->owner = ((uint64_t)1 << 62) | (uint64_t)w->attempts;
     ab = now_ns();
     want = w->wanting == s ? w->want_ns : ab;
-    rc = redlock_acquire_as(s->lock, w->owner, wait_ms, watchdog ? 0 : w->cfg.lease_ms);
+    rc = hold_acquire(w, s, k, wait_ms, watchdog ? 0 : w->cfg.lease_ms, &h);
     ae = now_ns();
     if (rc != REDLOCK_OK) {
-        if (rc != REDLOCK_EBUSY && rc != REDLOCK_ETIMEOUT && rc != REDLOCK_ENO_QUORUM &&
-            rc != REDLOCK_EREPLICAS)
+        if (!expected_refusal(rc))
             record_error(w, "acquire", rc);
-        fprintf(w->log, "F %d %s %lld %lld %lld %s %lld\n", w->cfg.id, s->name, (long long)ab,
-                (long long)ae, (long long)wait_ms, redlock_err_name(rc), (long long)want);
+        fprintf(w->log, "F %d %s %lld %lld %lld %s %lld%s%s\n", w->cfg.id, s->name,
+                (long long)ab, (long long)ae, (long long)wait_ms, redlock_err_name(rc),
+                (long long)want, *kind ? " " : "", kind);
         w->wanting = s;
         w->want_ns = want;
         w->last_fail_ns = ae;
@@ -350,20 +239,21 @@ static int one_hold(worker *w, slot *s, int watchdog, int64_t wait_ms, int64_t h
     }
     w->wanting = NULL;
     w->acquired++;
-    members_outcome(s->lock, grants, sizeof(grants));
-    members_acks(s->lock, acks, sizeof(acks));
-    if ((rc = redlock_lock_token_as(s->lock, w->owner, &token)) != REDLOCK_OK)
+    fenced = hold_fenced(&h);
+    hold_grants(&h, grants, sizeof(grants), acks, sizeof(acks));
+    if (fenced && (rc = hold_token(&h, &token)) != REDLOCK_OK)
         record_error(w, "token", rc);
-    confirm_validity(w, s, &vend);
+    hold_confirm(w, &h, &vend);
     hold_until = ae + hold_ms * NS_PER_MS;
     for (;;) {
         int64_t t;
 
-        if (!w->cfg.unchecked && !confirm_validity(w, s, &vend))
+        if (!w->cfg.unchecked && !hold_confirm(w, &h, &vend))
             break;
-        fenced_write(w, s, seq, writes++, token, vend);
+        if (fenced)
+            fenced_write(w, s, seq, writes++, token, vend);
         if (w->cfg.unchecked)
-            confirm_validity(w, s, &vend);
+            hold_confirm(w, &h, &vend);
         /* An unchecked victim models a process that acts before it looks:
          * it keeps writing after the loss until told to stop. */
         if ((atomic_load(&s->lost_ns) != 0 && !w->cfg.unchecked) || stop_requested)
@@ -385,20 +275,19 @@ static int one_hold(worker *w, slot *s, int watchdog, int64_t wait_ms, int64_t h
                                                                  : w->cfg.step_ms);
     }
     rb = now_ns();
-    urc = redlock_unlock_as(s->lock, w->owner);
+    urc = hold_release(&h, released, sizeof(released));
     re = now_ns();
-    members_outcome(s->lock, released, sizeof(released));
     if (urc != REDLOCK_OK && urc != REDLOCK_ELOST)
         record_error(w, "unlock", urc);
     if (atomic_load(&s->lost_ns) != 0 || urc == REDLOCK_ELOST)
         w->lost++;
-    fprintf(w->log, "H %d %s %lld %s %lld %lld %llu %lld %lld %lld %s %lld %s %d %s/%s %lld%s%s\n",
+    fprintf(w->log, "H %d %s %lld %s %lld %lld %llu %lld %lld %lld %s %lld %s %d %s/%s %lld%s%s%s%s\n",
             w->cfg.id, s->name, (long long)seq, watchdog ? "watchdog" : "lease", (long long)ab,
             (long long)ae, (unsigned long long)token, (long long)vend, (long long)rb,
             (long long)re, redlock_err_name(urc), (long long)atomic_load(&s->lost_ns),
             redlock_err_name(atomic_load(&s->lost_reason)), writes, grants, released,
             (long long)want, w->cfg.replica_acks >= 0 ? " " : "",
-            w->cfg.replica_acks >= 0 ? acks : "");
+            w->cfg.replica_acks >= 0 ? acks : "", *kind ? " " : "", kind);
     return 1;
 }
 
@@ -498,6 +387,7 @@ static void usage(void)
             "         [--long-hold-ms H] [--step-ms S] [--sample-ms S] [--ready-file F]\n"
             "         [--stop-file F] [--unchecked] [--stick]\n"
             "         [--replica-acks K] [--replica-timeout-ms T]\n"
+            "         [--kind read|write|mixed | --permits K]\n"
             "       safety_worker --now\n");
 }
 
@@ -514,6 +404,7 @@ static int parse_args(config *c, int argc, char **argv)
         {"ready-file", 1, 0, 'R'},     {"stop-file", 1, 0, 'T'},  {"unchecked", 0, 0, 'U'},
         {"stick", 0, 0, 'K'},
         {"replica-acks", 1, 0, 'A'},   {"replica-timeout-ms", 1, 0, 'W'},
+        {"kind", 1, 0, 'k'},           {"permits", 1, 0, 'P'},
         {0, 0, 0, 0}};
     int o;
 
@@ -555,13 +446,20 @@ static int parse_args(config *c, int argc, char **argv)
         case 'K': c->stick = 1; break;
         case 'A': c->replica_acks = atoi(optarg); break;
         case 'W': c->replica_timeout_ms = atoi(optarg); break;
+        case 'k':
+            c->rw = !strcmp(optarg, "read") ? RW_READ
+                    : !strcmp(optarg, "write") ? RW_WRITE
+                    : !strcmp(optarg, "mixed") ? RW_MIXED : (rw_choice)-1;
+            break;
+        case 'P': c->permits = atoi(optarg); break;
         default: return -1;
         }
     }
     if (!c->uris || !c->storage || !c->names || !c->out || (int)c->role < 0 ||
         (int)c->mode < 0 || c->lease_ms <= 0 || c->step_ms <= 0 || c->sample_ms <= 0 ||
         c->hold_max_ms < c->hold_min_ms || c->wait_max_ms < 0 || c->duration_ms < 0 ||
-        c->replica_acks < -1 || c->replica_timeout_ms < 0)
+        c->replica_acks < -1 || c->replica_timeout_ms < 0 || (int)c->rw < 0 ||
+        c->permits < 0 || (c->permits > 0 && c->rw != RW_NONE))
         return -1;
     return 0;
 }
@@ -598,11 +496,8 @@ static int setup(worker *w, char *uris_buf, char *names_buf)
 
         snprintf(s->name, sizeof(s->name), "%s", names[i]);
         snprintf(s->resource, sizeof(s->resource), "res:{%s}", names[i]);
-        if ((rc = redlock_lock_new(w->client, s->name, &lo, &s->lock)) != REDLOCK_OK) {
-            fprintf(stderr, "safety_worker: lock %s: %s\n", s->name, redlock_last_error());
+        if (slot_open(w, s, &lo) != 0)
             return -1;
-        }
-        redlock_lock_set_on_lost(s->lock, on_lost, s);
     }
     w->owner = redlock_thread_owner();
     w->owner_per_hold = getenv("REDLOCK_SAFETY_OWNER_PER_HOLD") &&
@@ -615,7 +510,7 @@ static void teardown(worker *w)
     size_t i;
 
     for (i = 0; i < w->n_slots; i++)
-        redlock_lock_free(w->slots[i].lock);
+        slot_close(&w->slots[i]);
     redlock_client_free(w->storage);
     redlock_client_free(w->client);
 }

@@ -391,15 +391,28 @@ typedef struct redlock_lock_options {
      * Watchdog leases, on_lost, MultiLock members and replica_acks work as
      * for the plain lock; fencing works for write holds only, and holder
      * facts too: for a read handle either is refused with REDLOCK_EINVAL.
+     *
+     * REDLOCK_LOCK_FAIR is the plain lock granted first come, first served
+     * (Redisson's RFairLock on one node, same keys): a waiter takes a
+     * ticket from a quorum and queues by it on every member, a release
+     * wakes only the next waiter, and a waiter that gives up leaves the
+     * queue at once. Everything the plain lock does works the same; the
+     * README's "Fair locks" says when to pick it and what it costs.
      */
     int kind;
+    /* Fair locks: how long a waiter's place in the queue lasts without a
+     * renewal (each attempt renews it; a waiter wakes at least every third
+     * of it to do so), so a waiter that died leaves the queue within it.
+     * 0: 3000 ms. */
+    int fair_wait_lease_ms;
 } redlock_lock_options;
 
 /* redlock_lock_options.kind. */
 typedef enum redlock_lock_kind {
     REDLOCK_LOCK_MUTEX = 0,
     REDLOCK_LOCK_READ = 1,
-    REDLOCK_LOCK_WRITE = 2
+    REDLOCK_LOCK_WRITE = 2,
+    REDLOCK_LOCK_FAIR = 3
 } redlock_lock_kind;
 
 typedef struct redlock_member {

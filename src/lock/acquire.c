@@ -12,6 +12,7 @@
 #include "core/util.h"
 #include "lock/context.h"
 #include "lock/decide.h"
+#include "lock/fair.h"
 #include "lock/facts.h"
 #include "lock/hold.h"
 #include "lock/keys.h"
@@ -55,21 +56,35 @@ static int64_t next_try(redlock_client *c, int rc, const redlock__attempt_result
 }
 
 /* A read-write lock's waiter also listens on the plain lock's channel: a
- * plain lock of the same name excludes it, and publishes only there. */
-static void *watch_members(redlock_lock *l, int64_t deadline)
+ * plain lock of the same name excludes it, and publishes only there. A
+ * fair lock's waiter listens only on its own channel: a release wakes the
+ * next waiter, not everyone. */
+static void *watch_members(redlock_lock *l, const char *field, int64_t deadline)
 {
     const char *channels[2 * REDLOCK__MAX_NODES];
+    char *own[REDLOCK__MAX_NODES] = {0};
     size_t nodes[2 * REDLOCK__MAX_NODES], i, n = 0;
+    void *w;
 
     for (i = 0; i < l->n; i++) {
-        channels[n] = redlock__channel(&l->members[i], l->kind);
+        if (l->kind == REDLOCK__KIND_FAIR) {
+            if (!(own[i] = redlock__waiter_channel(&l->members[i], field)))
+                break;
+            channels[n] = own[i];
+        } else {
+            channels[n] = redlock__channel(&l->members[i], l->kind);
+        }
         nodes[n++] = l->members[i].node;
         if (l->kind == REDLOCK__KIND_READ || l->kind == REDLOCK__KIND_WRITE) {
             channels[n] = redlock__key(&l->members[i], REDLOCK__KEY_CHANNEL);
             nodes[n++] = l->members[i].node;
         }
     }
-    return l->client->tp.ops->watch(l->client->tp.ctx, channels, nodes, n, deadline);
+    w = i == l->n ? l->client->tp.ops->watch(l->client->tp.ctx, channels, nodes, n, deadline)
+                  : NULL;
+    for (i = 0; i < l->n; i++)
+        free(own[i]);
+    return w;
 }
 
 /*
@@ -152,6 +167,10 @@ typedef struct acquire {
      * grant. A flag, not a zero time: a fake transport's clock starts at 0. */
     int busy_seen;
     int64_t handoff_from_ns;
+    /* Fair locks: the waiter's ticket, once taken (after subscribing, so
+     * a release between queueing and listening cannot be missed). */
+    int ticketed;
+    char ticket[24];
 } acquire;
 
 static int64_t now_of(const acquire *a)
@@ -178,7 +197,7 @@ static int attempt_once(acquire *a)
                           a->deadline_ns == INT64_MAX ? -1
                           : a->deadline_ns > before ? (a->deadline_ns - before) / REDLOCK__NS_PER_MS
                                                     : 0,
-                          &a->res);
+                          a->ticketed ? a->ticket : NULL, &a->res);
     a->attempt_ns = now_of(a) - before;
     if (rc == REDLOCK_OK) {
         hold_acquired(l, a->owner, a->field, a->lease_ms, a->watchdog, &a->res);
@@ -239,6 +258,14 @@ static int sleep_until_next(acquire *a, int rc)
     const redlock__transport_ops *ops = a->c->tp.ops;
     int64_t now = now_of(a), until = next_try(a->c, rc, &a->res, now);
 
+    /* A fair waiter renews its place in the queue with every attempt, and
+     * a lost wake-up costs it at most this long. */
+    if (a->l->kind == REDLOCK__KIND_FAIR) {
+        int64_t renew_at = now + atoll(a->l->wait_lease) / 3 * REDLOCK__NS_PER_MS;
+
+        if (until > renew_at)
+            until = renew_at;
+    }
     if (until > a->deadline_ns)
         until = a->deadline_ns;
     /* A grant that came back too late to be valid backs off like a lost
@@ -260,6 +287,21 @@ static int sleep_until_next(acquire *a, int rc)
     return rc;
 }
 
+/* A fair waiter that ends its wait leaves every member's queue at once;
+ * one that was granted leaves only where the grant did not take it out. */
+static void leave_queue(acquire *a, int rc)
+{
+    unsigned char include[REDLOCK__MAX_NODES];
+    size_t m, any = 0;
+
+    for (m = 0; m < a->l->n; m++) {
+        include[m] = rc != REDLOCK_OK || !a->res.gen_reported[m];
+        any += include[m];
+    }
+    if (any)
+        redlock__leave_members(a->l, a->field, include);
+}
+
 /* Step: the caller's answer, with its message. */
 static int finish(acquire *a, int rc)
 {
@@ -269,6 +311,8 @@ static int finish(acquire *a, int rc)
 
     if (a->watch)
         a->c->tp.ops->unwatch(a->c->tp.ctx, a->watch);
+    if (a->ticketed)
+        leave_queue(a, rc);
     switch (rc) {
     case REDLOCK_OK:
         return REDLOCK_OK;
@@ -348,7 +392,14 @@ int redlock_acquire_as(redlock_lock *l, uint64_t owner, int64_t wait_ms, int64_t
             /* Subscribe first, then try again at once: a release between
              * the failed attempt and the subscription is then not missed. */
             a.watched = 1;
-            a.watch = watch_members(l, now_of(&a) + redlock__node_timeout_ns(a.c, a.lease_ms));
+            a.watch = watch_members(l, a.field,
+                                    now_of(&a) + redlock__node_timeout_ns(a.c, a.lease_ms));
+            continue;
+        }
+        /* A fair waiter queues from its next attempt on: ticket first. */
+        if (l->kind == REDLOCK__KIND_FAIR && !a.ticketed && a.watched &&
+            redlock__fair_ticket(l, a.lease_ms, a.ticket) == REDLOCK_OK) {
+            a.ticketed = 1;
             continue;
         }
         if (sleep_until_next(&a, rc) == REDLOCK_ECLOSED) {

@@ -27,6 +27,7 @@
 #define REDLOCK__MAX_NAME 65536
 #define REDLOCK__LOST_MEMORY 4     /* lost owners a handle remembers */
 #define REDLOCK__RELEASE_MSG "0"   /* what Redisson publishes */
+#define REDLOCK__FAIR_WAIT_LEASE_MS 3000
 
 typedef struct redlock__watchdog {
     pthread_t thread;
@@ -140,6 +141,7 @@ struct redlock_lock {
      * scripts take them. */
     int kind;
     char permits[12], limit[12];
+    char wait_lease[12];           /* fair: options.fair_wait_lease_ms */
     redlock__lock_member *members;
     redlock_on_lost_fn on_lost;
     void *on_lost_ud;

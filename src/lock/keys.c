@@ -19,6 +19,7 @@
 #define GEN_PREFIX "redlock_gen:{"
 #define FACTS_PREFIX "redlock_facts:{"
 #define RWWAIT_PREFIX "redlock_rwwait:{"
+#define FAIR_PREFIX "redlock_fair:{"
 
 /* A member's block: the name, then each key of redlock__key_kind in order,
  * each NUL-terminated. Members with the same name (a RedLock) share one.
@@ -62,6 +63,20 @@ const char *redlock__channel(const redlock__lock_member *m, int lock_kind)
                                                             : REDLOCK__KEY_KIND_CHANNEL);
 }
 
+char *redlock__waiter_channel(const redlock__lock_member *m, const char *field)
+{
+    const char *prefix = redlock__key(m, REDLOCK__KEY_KIND_CHANNEL);
+    size_t plen = strlen(prefix), flen = strlen(field);
+    char *chan = malloc(plen + flen + 2);
+
+    if (chan) {
+        memcpy(chan, prefix, plen);
+        chan[plen] = ':';
+        memcpy(chan + plen + 1, field, flen + 1);
+    }
+    return chan;
+}
+
 /*
  * The keys of read-write locks and semaphores, as Redisson derives them:
  * prefixName() wraps the name in a hash tag unless it has one, and
@@ -69,19 +84,26 @@ const char *redlock__channel(const redlock__lock_member *m, int lock_kind)
  */
 static int kind_keys(char **out, size_t *len, const char *name, int lock_kind)
 {
-    const char *channel = lock_kind == REDLOCK__KIND_SEMAPHORE ? "redisson_sc" : "redisson_rwlock";
-    int tagged = strchr(name, '{') != NULL;
+    const char *channel = lock_kind == REDLOCK__KIND_SEMAPHORE ? "redisson_sc"
+                          : lock_kind == REDLOCK__KIND_FAIR    ? "redisson_lock__channel"
+                                                               : "redisson_rwlock";
+    const char *tagged = strchr(name, '{') ? "%s:%s" : "%s:{%s}";
     size_t n = strlen(name);
     char *p;
 
-    *len = 2 * n + 64;
+    *len = 4 * n + 160;
     if (!(p = *out = malloc(*len)))
         return REDLOCK_ENOMEM;
-    p += snprintf(p, n + 32, tagged ? "%s:%s" : "%s:{%s}", channel, name) + 1;
-    if (lock_kind == REDLOCK__KIND_SEMAPHORE)
-        p += snprintf(p, n + 32, tagged ? "%s:timeout" : "{%s}:timeout", name) + 1;
-    else
-        p += snprintf(p, n + 32, RWWAIT_PREFIX "%s}", name) + 1;
+    p += snprintf(p, n + 40, tagged, channel, name) + 1;
+    if (lock_kind == REDLOCK__KIND_SEMAPHORE) {
+        p += snprintf(p, n + 40, strchr(name, '{') ? "%s:timeout" : "{%s}:timeout", name) + 1;
+    } else if (lock_kind == REDLOCK__KIND_FAIR) {
+        p += snprintf(p, n + 40, tagged, "redisson_lock_queue", name) + 1;
+        p += snprintf(p, n + 40, tagged, "redisson_lock_timeout", name) + 1;
+        p += snprintf(p, n + 40, FAIR_PREFIX "%s}", name) + 1;
+    } else {
+        p += snprintf(p, n + 40, RWWAIT_PREFIX "%s}", name) + 1;
+    }
     *len = (size_t)(p - *out);
     return REDLOCK_OK;
 }
@@ -125,7 +147,7 @@ void redlock__share_keys(redlock__lock_member *m, const redlock__lock_member *fr
  * is Redisson's, so it is not reserved.
  */
 static const char *const reserved_prefixes[] = {LATCH_PREFIX, TOKEN_PREFIX, GEN_PREFIX,
-                                                FACTS_PREFIX, RWWAIT_PREFIX};
+                                                FACTS_PREFIX, RWWAIT_PREFIX, FAIR_PREFIX};
 
 const char *redlock__reserved_prefix(const char *name)
 {

@@ -18,11 +18,16 @@ typedef enum redlock__key_kind {
     REDLOCK__KEY_FACTS,            /* "redlock_facts:{NAME}" (facts.c) */
     /* Only in the blocks of read-write locks and semaphores (lock_kind !=
      * REDLOCK__KIND_MUTEX), named as Redisson names them: */
-    REDLOCK__KEY_KIND_CHANNEL,     /* "redisson_rwlock:{NAME}" or
-                                    * "redisson_sc:{NAME}" */
-    REDLOCK__KEY_AUX               /* read-write: "redlock_rwwait:{NAME}", the
+    REDLOCK__KEY_KIND_CHANNEL,     /* "redisson_rwlock:{NAME}",
+                                    * "redisson_sc:{NAME}", or for a fair lock
+                                    * "redisson_lock__channel:{NAME}", the
+                                    * prefix of each waiter's own channel */
+    REDLOCK__KEY_AUX,              /* read-write: "redlock_rwwait:{NAME}", the
                                     * waiting-writer mark; semaphore:
-                                    * "{NAME}:timeout", the permits taken */
+                                    * "{NAME}:timeout", the permits taken;
+                                    * fair: "redisson_lock_queue:{NAME}" */
+    REDLOCK__KEY_AUX2,             /* fair: "redisson_lock_timeout:{NAME}" */
+    REDLOCK__KEY_AUX3              /* fair: "redlock_fair:{NAME}", the tickets */
 } redlock__key_kind;
 
 /* A key of m's block; no allocation, and no string measuring up to
@@ -31,6 +36,10 @@ const char *redlock__key(const struct redlock__lock_member *m, redlock__key_kind
 
 /* The channel a release of a lock of lock_kind publishes on. */
 const char *redlock__channel(const struct redlock__lock_member *m, int lock_kind);
+
+/* A fair lock waiter's own channel, "<KIND_CHANNEL>:<field>" (malloc'd;
+ * NULL when out of memory): releases wake only the next waiter. */
+char *redlock__waiter_channel(const struct redlock__lock_member *m, const char *field);
 
 /* Builds m's block for name, for a lock of lock_kind (a redlock__kind)
  * (REDLOCK_OK or REDLOCK_ENOMEM); m owns it. */

@@ -41,7 +41,7 @@ void redlock_lock_free(redlock_lock *l)
 /* What a kind refuses, with the reason a caller needs to hear. */
 static int check_kind(int kind)
 {
-    if (kind < REDLOCK__KIND_MUTEX || kind > REDLOCK__KIND_WRITE)
+    if (kind < REDLOCK__KIND_MUTEX || kind > REDLOCK__KIND_FAIR)
         return redlock__fail(REDLOCK_EINVAL,
                              "kind %d is not a lock kind (semaphores are made by "
                              "redlock_semaphore_new)", kind);
@@ -96,6 +96,8 @@ int redlock__lock_create(redlock_client *c, const redlock_member *members, size_
     if (quorum < 1 || quorum > (int)n)
         return redlock__fail(REDLOCK_EINVAL, "quorum %d out of range 1..%zu",
                              opts ? opts->quorum : 0, n);
+    if (opts && opts->fair_wait_lease_ms < 0)
+        return redlock__fail(REDLOCK_EINVAL, "fair_wait_lease_ms must be >= 0");
     if (opts && (opts->replica_acks < 0 || opts->replica_acks > REDLOCK__MAX_REPLICA_ACKS ||
                  opts->replica_timeout_ms < 0))
         return redlock__fail(REDLOCK_EINVAL,
@@ -124,10 +126,14 @@ int redlock__lock_create(redlock_client *c, const redlock_member *members, size_
     l->quorum = quorum;
     l->fencing = opts ? opts->fencing : 0;
     l->kind = kind;
+    redlock__fmt_i64(l->wait_lease, sizeof(l->wait_lease),
+                     opts && opts->fair_wait_lease_ms > 0 ? opts->fair_wait_lease_ms
+                                                          : REDLOCK__FAIR_WAIT_LEASE_MS);
     if (kind != REDLOCK__KIND_MUTEX)
         for (i = 0; i < n; i++)
             __atomic_or_fetch(&c->nodes[members[i].node].preload_families,
                               kind == REDLOCK__KIND_SEMAPHORE ? REDLOCK__PRELOAD_SEMAPHORE
+                              : kind == REDLOCK__KIND_FAIR    ? REDLOCK__PRELOAD_FAIR
                                                               : REDLOCK__PRELOAD_RWLOCK,
                               __ATOMIC_RELAXED);
     if (opts && opts->replica_acks > 0) {

@@ -37,6 +37,7 @@ typedef struct acquire_ctx {
     const char *fresh_only;     /* "1": the client holds nothing (acquire.lua) */
     char lease[24];
     char writer_wait[24];       /* WRITE: the waiting-writer mark's cap */
+    const char *ticket;         /* FAIR: the waiter's ticket, or NULL */
     redlock_member_report *rep;
     unsigned char *answer;      /* per member */
     unsigned char *may_hold;    /* per member: granted, or not heard from */
@@ -72,6 +73,12 @@ static int fill_acquire(void *ud, size_t m, const char **argv, char **owned,
                   .kind = a->l->kind,
                   .aux_key = a->l->kind != REDLOCK__KIND_MUTEX
                                  ? redlock__key(mem, REDLOCK__KEY_AUX) : NULL,
+                  .aux2_key = a->l->kind == REDLOCK__KIND_FAIR
+                                  ? redlock__key(mem, REDLOCK__KEY_AUX2) : NULL,
+                  .aux3_key = a->l->kind == REDLOCK__KIND_FAIR
+                                  ? redlock__key(mem, REDLOCK__KEY_AUX3) : NULL,
+                  .ticket = a->ticket ? a->ticket : "",
+                  .wait_lease_ms = a->l->wait_lease,
                   .channel = redlock__channel(mem, a->l->kind),
                   .writer_wait_ms = a->writer_wait[0] ? a->writer_wait : "0",
                   .permits = a->l->permits,
@@ -326,7 +333,7 @@ static void log_attempt(redlock_lock *l, const acquire_ctx *a, const redlock__at
 
 /* send -> decide -> fence -> (abort on failure). */
 int redlock__attempt(redlock_lock *l, const char *field, int64_t lease_ms, int reentry,
-                     int64_t wait_left_ms, redlock__attempt_result *res)
+                     int64_t wait_left_ms, const char *ticket, redlock__attempt_result *res)
 {
     redlock_client *c = l->client;
     acquire_ctx a;
@@ -349,6 +356,7 @@ int redlock__attempt(redlock_lock *l, const char *field, int64_t lease_ms, int r
     a.min_pttl_ms = -1;
     redlock__fmt_i64(a.lease, sizeof(a.lease), lease_ms);
     redlock__fmt_i64(a.writer_wait, sizeof(a.writer_wait), wait_left_ms);
+    a.ticket = ticket;
     a.rep = redlock__report_begin(l);
     a.answer = calloc(3 * l->n, 1);
     if (!a.answer)

@@ -67,11 +67,16 @@ static redlock__script_call build_release(const simple_ctx *s, size_t m, const c
     redlock__release_args r = {.name = mem->name,
                                .channel = redlock__channel(mem, kind),
                                .kind = kind,
-                               .aux_key = kind == REDLOCK__KIND_SEMAPHORE
+                               .aux_key = kind == REDLOCK__KIND_SEMAPHORE ||
+                                                  kind == REDLOCK__KIND_FAIR
                                               ? redlock__key(mem, REDLOCK__KEY_AUX)
                                           : kind != REDLOCK__KIND_MUTEX
                                               ? redlock__key(mem, REDLOCK__KEY_CHANNEL)
                                               : NULL,
+                               .aux2_key = kind == REDLOCK__KIND_FAIR
+                                               ? redlock__key(mem, REDLOCK__KEY_AUX2) : NULL,
+                               .aux3_key = kind == REDLOCK__KIND_FAIR
+                                               ? redlock__key(mem, REDLOCK__KEY_AUX3) : NULL,
                                .permits = s->l->permits,
                                .mark_key = mark_key,
                                .message = REDLOCK__RELEASE_MSG,
@@ -298,6 +303,58 @@ void redlock__abort_members(redlock_lock *l, const char *field, const char *requ
     redlock__log(c, REDLOCK_LOG_DEBUG,
                  "lock '%.200s' abort %.12s: %d undone, %d not held, %zu left to the background",
                  l->members[0].name, request_id, s.ok, s.not_held, deferred);
+    redlock__plan_free(&p);
+out:
+    free(answered);
+}
+
+static int fill_leave(void *ud, size_t m, const char **argv, char **owned,
+                      redlock__script_call *out)
+{
+    simple_ctx *s = ud;
+    const redlock__lock_member *mem = &s->l->members[m];
+
+    (void)owned;
+    *out = redlock__script_fair_leave(
+        argv, &(redlock__fair_leave_args){
+                  .name = mem->name,
+                  .channel = redlock__key(mem, REDLOCK__KEY_KIND_CHANNEL),
+                  .queue_key = redlock__key(mem, REDLOCK__KEY_AUX),
+                  .timeouts_key = redlock__key(mem, REDLOCK__KEY_AUX2),
+                  .tickets_key = redlock__key(mem, REDLOCK__KEY_AUX3),
+                  .message = REDLOCK__RELEASE_MSG,
+                  .field = s->field});
+    return 0;
+}
+
+void redlock__leave_members(redlock_lock *l, const char *field, const unsigned char *include)
+{
+    redlock_client *c = l->client;
+    int64_t place_ms = atoll(l->wait_lease);
+    simple_ctx s;
+    redlock__plan p;
+    unsigned char *answered = calloc(l->n, 1);
+    int64_t now = c->tp.ops->now_ns(c->tp.ctx);
+    size_t deferred;
+
+    if (!answered)
+        return;
+    memset(&s, 0, sizeof(s));
+    s.l = l;
+    s.field = field;
+    s.answered = answered;
+    redlock__fmt_i64(s.lease, sizeof(s.lease), place_ms);
+    if (redlock__plan_build(&p, l, include, fill_leave, &s,
+                            now + redlock__node_timeout_ns(c, place_ms)) != REDLOCK_OK)
+        goto out;
+    skip_waiting_for_silent(c, &p, now);
+    make_strict(&p);
+    s.plan = &p;
+    redlock__fanout(c, p.batches, p.nb, on_simple_reply, &s);
+    /* A place not taken back lapses by itself within the wait lease. */
+    deferred = defer_unanswered(l, &p, answered, now + place_ms * REDLOCK__NS_PER_MS);
+    redlock__log(c, REDLOCK_LOG_DEBUG, "lock '%.200s': waiter left the queue on %d members, "
+                 "%zu left to the background", l->members[0].name, s.ok, deferred);
     redlock__plan_free(&p);
 out:
     free(answered);

@@ -14,6 +14,11 @@ void redlock__note_failure(redlock_member_report *r, int err, const char *msg);
 void redlock__abort_members(redlock_lock *l, const char *field, const char *request_id,
                             int64_t lease_ms, const unsigned char *include);
 
+/* A fair lock waiter leaves the queue on every included member (the end
+ * of its wait, or its grant where the attempt did not grant it); what does
+ * not answer is retried in the background while its place would last. */
+void redlock__leave_members(redlock_lock *l, const char *field, const unsigned char *include);
+
 /* Fencing phase 2: stores token on every included member (a straggler may
  * hold the lock too; the script checks that field still holds it),
  * deciding as soon as a quorum confirmed or no longer can, and never past

@@ -26,7 +26,7 @@ struct redisReply;
 
 /* The most argv entries (keys and arguments) any script takes, and any
  * call the transport sends (plain commands included): the one limit. */
-#define REDLOCK__SCRIPT_MAX_ARGS 10
+#define REDLOCK__SCRIPT_MAX_ARGS 12
 #define REDLOCK__MAX_CALL_ARGS 16
 _Static_assert(REDLOCK__SCRIPT_MAX_ARGS <= REDLOCK__MAX_CALL_ARGS, "a script call fits a call");
 
@@ -54,7 +54,8 @@ typedef enum redlock__kind {
     REDLOCK__KIND_MUTEX = 0,  /* acquire.lua, release.lua, ... */
     REDLOCK__KIND_READ,       /* rw_*.lua, the reader field */
     REDLOCK__KIND_WRITE,      /* rw_*.lua, the field ending in ":write" */
-    REDLOCK__KIND_SEMAPHORE   /* sem_*.lua */
+    REDLOCK__KIND_FAIR,       /* fair_*.lua; renewed by renew.lua */
+    REDLOCK__KIND_SEMAPHORE   /* sem_*.lua (not a lock kind of the API) */
 } redlock__kind;
 
 /* acquire.lua (and its kind's counterpart). mark_key is the request's
@@ -66,10 +67,14 @@ typedef struct redlock__acquire_args {
     const char *fresh_only; /* "1": the caller holds nothing through this handle */
     int kind;               /* redlock__kind */
     const char *aux_key;    /* READ/WRITE: the waiting-writer mark;
-                             * SEMAPHORE: the permits' sorted set */
+                             * SEMAPHORE: the permits' sorted set;
+                             * FAIR: the queue */
+    const char *aux2_key, *aux3_key; /* FAIR: the timeouts, the tickets */
     const char *channel;    /* SEMAPHORE: its channel */
     const char *writer_wait_ms; /* WRITE: how long the writer goes on waiting */
     const char *permits, *limit; /* SEMAPHORE: P per grant, the size K */
+    const char *ticket, *wait_lease_ms; /* FAIR: "" or the waiter's ticket;
+                                          * how long its place lasts */
 } redlock__acquire_args;
 
 /* release.lua and abort.lua share their keys and first arguments. mark_key:
@@ -82,7 +87,9 @@ typedef struct redlock__release_args {
     const char *gens;     /* release only: the hold's generations, or "" */
     int kind;             /* redlock__kind */
     const char *aux_key;  /* READ/WRITE: the plain lock's channel;
-                           * SEMAPHORE: the permits' sorted set */
+                           * SEMAPHORE: the permits' sorted set;
+                           * FAIR: the queue */
+    const char *aux2_key, *aux3_key; /* FAIR: the timeouts, the tickets */
     const char *permits;  /* SEMAPHORE: P per grant */
 } redlock__release_args;
 
@@ -105,6 +112,12 @@ typedef struct redlock__inspect_args {
     const char *name, *token_key;
 } redlock__inspect_args;
 
+/* fair_leave.lua: keys as fair_release.lua's without the mark. */
+typedef struct redlock__fair_leave_args {
+    const char *name, *channel, *queue_key, *timeouts_key, *tickets_key;
+    const char *message, *field;
+} redlock__fair_leave_args;
+
 typedef struct redlock__sem_inspect_args {
     const char *name, *permits_key;
 } redlock__sem_inspect_args;
@@ -125,6 +138,9 @@ redlock__script_call redlock__script_force_release(const char **argv,
 redlock__script_call redlock__script_inspect(const char **argv, const redlock__inspect_args *a);
 redlock__script_call redlock__script_sem_inspect(const char **argv,
                                                  const redlock__sem_inspect_args *a);
+redlock__script_call redlock__script_fair_ticket(const char **argv, const char *tickets_key);
+redlock__script_call redlock__script_fair_leave(const char **argv,
+                                                const redlock__fair_leave_args *a);
 redlock__script_call redlock__script_fenced_set(const char **argv,
                                                 const redlock__fenced_set_args *a);
 

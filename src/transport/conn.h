@@ -46,6 +46,7 @@ typedef struct redlock__node {
 
 #define REDLOCK__PRELOAD_RWLOCK 1u
 #define REDLOCK__PRELOAD_SEMAPHORE 2u
+#define REDLOCK__PRELOAD_FAIR 4u
 
 typedef enum redlock__conn_state {
     REDLOCK__CONN_CLOSED = 0,

@@ -1,0 +1,25 @@
+-- SPDX-License-Identifier: BSD-3-Clause
+-- A fair lock waiter gives up (its wait ended, it was cancelled or
+-- interrupted, or it was granted elsewhere): it leaves the queue at once,
+-- and if it was first while the lock is free, the next waiter is woken.
+--
+-- KEYS[1]  lock name
+-- KEYS[2]  release channel prefix, redisson_lock__channel:{NAME}
+-- KEYS[3]  the queue, redisson_lock_queue:{NAME}
+-- KEYS[4]  the queue's timeouts, redisson_lock_timeout:{NAME}
+-- KEYS[5]  our waiters' tickets, redlock_fair:{NAME}
+-- ARGV[1]  release message ("0")
+-- ARGV[2]  owner field <client-id>:<owner-id>
+--
+-- Returns 1 when the waiter was queued here, 0 when it was not (a replay,
+-- or it never got here).
+local was_first = redis.call('lindex', KEYS[3], 0) == ARGV[2]
+local removed = redis.call('lrem', KEYS[3], 0, ARGV[2])
+redis.call('zrem', KEYS[4], ARGV[2])
+redis.call('hdel', KEYS[5], ARGV[2])
+if was_first and redis.call('exists', KEYS[1]) == 0 then
+    local next = redis.call('lindex', KEYS[3], 0)
+    if next then redis.call('publish', KEYS[2] .. ':' .. next, ARGV[1]) end
+end
+if removed > 0 then return 1 end
+return 0

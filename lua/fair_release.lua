@@ -1,0 +1,62 @@
+-- SPDX-License-Identifier: BSD-3-Clause
+-- Drop one hold of a fair lock (release.lua's rules) and wake only the
+-- next waiter.
+--
+-- KEYS[1]  lock name (see acquire.lua for its :gen field)
+-- KEYS[2]  release channel prefix, redisson_lock__channel:{NAME}: the next
+--          waiter listens on <prefix>:<its field>, as in Redisson's RFairLock
+-- KEYS[3]  redlock_latch:{NAME}:<this release's id> (as release.lua's)
+-- KEYS[4]  the queue, redisson_lock_queue:{NAME}
+-- KEYS[5]  the queue's timeouts, redisson_lock_timeout:{NAME}
+-- KEYS[6]  our waiters' tickets, redlock_fair:{NAME}
+-- ARGV[1]  release message ("0", as Redisson publishes)
+-- ARGV[2]  lease in ms, reset while holds remain
+-- ARGV[3]  owner field <client-id>:<owner-id>
+-- ARGV[4]  "1": drop every hold of owner at once; "0" not
+-- ARGV[5]  generations the hold may have, comma-separated, or ""
+--
+-- Returns as release.lua: nil not held (cancel marks set), 0 decremented
+-- and still held (or a replay of that), 1 released. A release publishes
+-- to the first waiter whose place has not lapsed (lapsed places at the
+-- head leave first, as when acquiring), and to nobody when none waits.
+local genf = ARGV[3] .. ':gen'
+local h = redis.call('hmget', KEYS[1], ARGV[3], genf)
+if not h[1] then
+    local prefix = string.sub(KEYS[3], 1, -33)
+    for id in string.gmatch(ARGV[5], '[^,]+') do
+        redis.call('set', prefix .. id, 'x', 'nx', 'px', ARGV[2])
+    end
+    return nil
+end
+local v = h[2] or ''
+local gen = string.match(v, '^[^,]*')
+if gen ~= '' and ARGV[5] ~= '' and
+        not string.find(',' .. ARGV[5] .. ',', ',' .. gen .. ',', 1, true) then
+    return nil
+end
+local seq = string.sub(KEYS[3], -32, -21)
+if string.find(v .. ',', ',' .. seq .. ',', 1, true) then return 0 end
+local count = tonumber(h[1])
+if ARGV[4] ~= '1' and count > 1 then
+    local rest = string.sub(v, #gen + 1) .. ',' .. seq
+    if #rest > 52 then rest = string.sub(rest, -52) end
+    redis.call('hset', KEYS[1], ARGV[3], count - 1, genf, gen .. rest)
+    redis.call('pexpire', KEYS[1], ARGV[2])
+    return 0
+end
+redis.call('del', KEYS[1])
+local t = redis.call('time')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+for _ = 1, 100 do
+    local first = redis.call('lindex', KEYS[4], 0)
+    if not first then break end
+    local lapse = redis.call('zscore', KEYS[5], first)
+    if lapse and tonumber(lapse) > now then
+        redis.call('publish', KEYS[2] .. ':' .. first, ARGV[1])
+        break
+    end
+    redis.call('lpop', KEYS[4])
+    redis.call('zrem', KEYS[5], first)
+    redis.call('hdel', KEYS[6], first)
+end
+return 1

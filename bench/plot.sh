@@ -44,6 +44,13 @@ cdf "Contended hand-off (release to next holder), N=5" latency_cdf_contention.pn
   "contention_k16_pubsub_handoff.cdf|K=16 pub/sub" "contention_k2_retry_handoff.cdf|K=2 retry only" \
   "contention_k4_retry_handoff.cdf|K=4 retry only" "contention_k16_retry_handoff.cdf|K=16 retry only"
 
+# bench/rwlock.c, rwlock_handoff: the same workers on a semaphore of 2
+# permits and on a mutex, alternating chunks of one run.
+cdf "Hand-off (release to a waiting worker): semaphore of 2 permits vs mutex (same run)" \
+  latency_cdf_rwlock_handoff.png \
+  "rwlock_n5_permit_handoff.cdf|semaphore, N=5" "rwlock_n5_mutex_handoff.cdf|mutex, N=5" \
+  "rwlock_n1_permit_handoff.cdf|semaphore, N=1" "rwlock_n1_mutex_handoff.cdf|mutex, N=1"
+
 cdf "Acquire latency with and without fencing" latency_cdf_fencing.png \
   "fencing_n1_plain_acquire.cdf|N=1 plain" "fencing_n1_fenced_acquire.cdf|N=1 fenced" \
   "fencing_n5_plain_acquire.cdf|N=5 plain" "fencing_n5_fenced_acquire.cdf|N=5 fenced"

@@ -7,11 +7,30 @@
 -- KEYS[2]  release channel prefix, redisson_lock__channel:{NAME}
 -- KEYS[3]  the acquire request's cancel mark, redlock_latch:{NAME}:<its id>
 -- KEYS[4]  the queue, redisson_lock_queue:{NAME}
+-- KEYS[5]  the queue's timeouts, redisson_lock_timeout:{NAME}
+-- KEYS[6]  our waiters' tickets, redlock_fair:{NAME}
 -- ARGV[1]  release message ("0")
 -- ARGV[2]  lease in ms: how long the mark stays
 -- ARGV[3]  owner field <client-id>:<owner-id>
 --
 -- Returns 0 nothing to undo (or a replay), 1 the grant was undone.
+-- The first waiter whose place has not lapsed, dropping lapsed ones (as
+-- fair_acquire.lua decides it).
+local function first_waiter(queue, timeouts, tickets, now)
+    for _ = 1, 100 do
+        local first = redis.call('lindex', queue, 0)
+        if not first or redis.call('zscore', tickets, first) then
+            first = redis.call('zrange', tickets, 0, 0)[1] or first
+        end
+        if not first then return nil end
+        local lapse = redis.call('zscore', timeouts, first)
+        if lapse and tonumber(lapse) > now then return first end
+        redis.call('lrem', queue, 0, first)
+        redis.call('zrem', timeouts, first)
+        redis.call('zrem', tickets, first)
+    end
+    return nil
+end
 if not redis.call('set', KEYS[3], 'x', 'nx', 'px', ARGV[2]) then return 0 end
 local genf = ARGV[3] .. ':gen'
 local h = redis.call('hmget', KEYS[1], ARGV[3], genf)
@@ -29,6 +48,8 @@ if count > 1 then
     return 1
 end
 redis.call('del', KEYS[1])
-local first = redis.call('lindex', KEYS[4], 0)
+local t = redis.call('time')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local first = first_waiter(KEYS[4], KEYS[5], KEYS[6], now)
 if first and first ~= ARGV[3] then redis.call('publish', KEYS[2] .. ':' .. first, ARGV[1]) end
 return 1

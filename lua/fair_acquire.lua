@@ -8,9 +8,8 @@
 --          first
 -- KEYS[4]  the queue's timeouts, redisson_lock_timeout:{NAME}: when each
 --          waiter's place lapses (ms of the node's clock for our waiters)
--- KEYS[5]  our waiters' tickets, redlock_fair:{NAME}: field -> ticket, and
---          ":seq" -> the largest ticket enqueued here (fair_ticket.lua);
---          it expires two place lengths after the last queueing
+-- KEYS[5]  our waiters' tickets, redlock_fair:{NAME}: a sorted set of
+--          fields scored by ticket (fair_ticket.lua)
 -- KEYS[6]  (optional) fencing token key, redisson_lock_token:{NAME}
 -- ARGV[1]  lease in ms
 -- ARGV[2]  owner field <client-id>:<owner-id>
@@ -20,12 +19,15 @@
 --          not queue
 -- ARGV[6]  how long a waiter's place lasts without a renewal (ms)
 --
--- The queue is kept in (ticket, field) order, so every node has the same
--- head among the waiters it knows; a waiter's every attempt renews its
--- place (or puts it back where its ticket says). Places whose time lapsed
--- leave from the head, as in Redisson (entries without a timeout too). The
--- lock is granted when it is free and the queue is empty or its head is
--- the caller; the grant takes the caller out of the queue.
+-- Who is first: the queue's head if it is a waiter without a ticket (a
+-- Redisson client's, on one node), else the waiter with the smallest
+-- (ticket, field). That order is the same on every node whatever the
+-- arrival order there, so no two waiters can each be first on part of a
+-- quorum. The list is kept in the same order for Redisson's sake. A
+-- waiter's every attempt renews its place (or puts it back by its
+-- ticket); places whose time lapsed leave first, as in Redisson (entries
+-- without a timeout too). The lock is granted when it is free and nobody
+-- else is first; the grant takes the caller out of the queue.
 --
 -- Returns as acquire.lua: {token, generation} held; when refused, the
 -- holder's PTTL, or while the lock is free but another waiter is first,
@@ -33,20 +35,28 @@
 if redis.call('exists', KEYS[2]) == 1 then return -3 end
 local t = redis.call('time')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-for _ = 1, 100 do
-    local first = redis.call('lindex', KEYS[3], 0)
-    if not first then break end
-    local lapse = redis.call('zscore', KEYS[4], first)
-    if lapse and tonumber(lapse) > now then break end
-    redis.call('lpop', KEYS[3])
-    redis.call('zrem', KEYS[4], first)
-    redis.call('hdel', KEYS[5], first)
+-- The first waiter whose place has not lapsed, dropping lapsed ones.
+local function first_waiter(queue, timeouts, tickets, now)
+    for _ = 1, 100 do
+        local first = redis.call('lindex', queue, 0)
+        if not first or redis.call('zscore', tickets, first) then
+            first = redis.call('zrange', tickets, 0, 0)[1] or first
+        end
+        if not first then return nil end
+        local lapse = redis.call('zscore', timeouts, first)
+        if lapse and tonumber(lapse) > now then return first end
+        redis.call('lrem', queue, 0, first)
+        redis.call('zrem', timeouts, first)
+        redis.call('zrem', tickets, first)
+    end
+    return nil
 end
 local function enqueue()
     if ARGV[5] == '' then return end
     local lapse = now + tonumber(ARGV[6])
     if redis.call('zscore', KEYS[4], ARGV[2]) then
         redis.call('zadd', KEYS[4], lapse, ARGV[2])
+        redis.call('zadd', KEYS[5], 'nx', ARGV[5], ARGV[2])
         return
     end
     -- From the tail, pass the waiters whose (ticket, field) is after ours;
@@ -56,7 +66,7 @@ local function enqueue()
     local pivot = nil
     for i = len - 1, math.max(len - 1000, 0), -1 do
         local other = redis.call('lindex', KEYS[3], i)
-        local theirs = tonumber(redis.call('hget', KEYS[5], other) or '')
+        local theirs = tonumber(redis.call('zscore', KEYS[5], other) or '')
         if not theirs or theirs < ticket or (theirs == ticket and other < ARGV[2]) then
             pivot = other
             break
@@ -71,13 +81,7 @@ local function enqueue()
         redis.call('rpush', KEYS[3], ARGV[2])
     end
     redis.call('zadd', KEYS[4], lapse, ARGV[2])
-    redis.call('hset', KEYS[5], ARGV[2], ARGV[5])
-    local seq = tonumber(redis.call('hget', KEYS[5], ':seq') or '0')
-    if ticket > seq then redis.call('hset', KEYS[5], ':seq', ARGV[5]) end
-    -- The tickets outlive the last place by a place's length, then go:
-    -- later tickets still grow with the node's clock.
-    local keep = 2 * tonumber(ARGV[6])
-    if redis.call('pttl', KEYS[5]) < keep then redis.call('pexpire', KEYS[5], keep) end
+    redis.call('zadd', KEYS[5], ARGV[5], ARGV[2])
 end
 local genf = ARGV[2] .. ':gen'
 if redis.call('exists', KEYS[1]) == 1 then
@@ -113,15 +117,15 @@ if redis.call('exists', KEYS[1]) == 1 then
         return redis.call('pttl', KEYS[1])
     end
 end
-local head = redis.call('lindex', KEYS[3], 0)
-if head and head ~= ARGV[2] then
+local first = first_waiter(KEYS[3], KEYS[4], KEYS[5], now)
+if first and first ~= ARGV[2] then
     enqueue()
-    local lapse = tonumber(redis.call('zscore', KEYS[4], head) or now)
+    local lapse = tonumber(redis.call('zscore', KEYS[4], first) or now)
     return math.max(math.min(lapse - now, tonumber(ARGV[6])), 0)
 end
-if head then redis.call('lpop', KEYS[3]) end
+if first then redis.call('lrem', KEYS[3], 0, first) end
 redis.call('zrem', KEYS[4], ARGV[2])
-redis.call('hdel', KEYS[5], ARGV[2])
+redis.call('zrem', KEYS[5], ARGV[2])
 redis.call('hset', KEYS[1], ARGV[2], 1, genf, ARGV[3])
 redis.call('pexpire', KEYS[1], ARGV[1])
 if #KEYS < 6 then return {0, ARGV[3]} end

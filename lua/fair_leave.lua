@@ -13,12 +13,31 @@
 --
 -- Returns 1 when the waiter was queued here, 0 when it was not (a replay,
 -- or it never got here).
-local was_first = redis.call('lindex', KEYS[3], 0) == ARGV[2]
+-- The first waiter whose place has not lapsed, dropping lapsed ones (as
+-- fair_acquire.lua decides it).
+local function first_waiter(queue, timeouts, tickets, now)
+    for _ = 1, 100 do
+        local first = redis.call('lindex', queue, 0)
+        if not first or redis.call('zscore', tickets, first) then
+            first = redis.call('zrange', tickets, 0, 0)[1] or first
+        end
+        if not first then return nil end
+        local lapse = redis.call('zscore', timeouts, first)
+        if lapse and tonumber(lapse) > now then return first end
+        redis.call('lrem', queue, 0, first)
+        redis.call('zrem', timeouts, first)
+        redis.call('zrem', tickets, first)
+    end
+    return nil
+end
+local t = redis.call('time')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local was_first = first_waiter(KEYS[3], KEYS[4], KEYS[5], now) == ARGV[2]
 local removed = redis.call('lrem', KEYS[3], 0, ARGV[2])
 redis.call('zrem', KEYS[4], ARGV[2])
-redis.call('hdel', KEYS[5], ARGV[2])
+redis.call('zrem', KEYS[5], ARGV[2])
 if was_first and redis.call('exists', KEYS[1]) == 0 then
-    local next = redis.call('lindex', KEYS[3], 0)
+    local next = first_waiter(KEYS[3], KEYS[4], KEYS[5], now)
     if next then redis.call('publish', KEYS[2] .. ':' .. next, ARGV[1]) end
 end
 if removed > 0 then return 1 end

@@ -19,6 +19,23 @@
 -- and still held (or a replay of that), 1 released. A release publishes
 -- to the first waiter whose place has not lapsed (lapsed places at the
 -- head leave first, as when acquiring), and to nobody when none waits.
+-- The first waiter whose place has not lapsed, dropping lapsed ones (as
+-- fair_acquire.lua decides it).
+local function first_waiter(queue, timeouts, tickets, now)
+    for _ = 1, 100 do
+        local first = redis.call('lindex', queue, 0)
+        if not first or redis.call('zscore', tickets, first) then
+            first = redis.call('zrange', tickets, 0, 0)[1] or first
+        end
+        if not first then return nil end
+        local lapse = redis.call('zscore', timeouts, first)
+        if lapse and tonumber(lapse) > now then return first end
+        redis.call('lrem', queue, 0, first)
+        redis.call('zrem', timeouts, first)
+        redis.call('zrem', tickets, first)
+    end
+    return nil
+end
 local genf = ARGV[3] .. ':gen'
 local h = redis.call('hmget', KEYS[1], ARGV[3], genf)
 if not h[1] then
@@ -47,16 +64,6 @@ end
 redis.call('del', KEYS[1])
 local t = redis.call('time')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-for _ = 1, 100 do
-    local first = redis.call('lindex', KEYS[4], 0)
-    if not first then break end
-    local lapse = redis.call('zscore', KEYS[5], first)
-    if lapse and tonumber(lapse) > now then
-        redis.call('publish', KEYS[2] .. ':' .. first, ARGV[1])
-        break
-    end
-    redis.call('lpop', KEYS[4])
-    redis.call('zrem', KEYS[5], first)
-    redis.call('hdel', KEYS[6], first)
-end
+local next = first_waiter(KEYS[4], KEYS[5], KEYS[6], now)
+if next then redis.call('publish', KEYS[2] .. ':' .. next, ARGV[1]) end
 return 1

@@ -31,7 +31,7 @@ const redlock__script_shape redlock__script_shapes[REDLOCK__SCRIPT_COUNT] = {
     [REDLOCK__SCRIPT_FAIR_TICKET] = {1, 0, 0},
     [REDLOCK__SCRIPT_FAIR_ACQUIRE] = {5, 1, 6},
     [REDLOCK__SCRIPT_FAIR_RELEASE] = {6, 0, 5},
-    [REDLOCK__SCRIPT_FAIR_ABORT] = {4, 0, 3},
+    [REDLOCK__SCRIPT_FAIR_ABORT] = {6, 0, 3},
     [REDLOCK__SCRIPT_FAIR_LEAVE] = {5, 0, 2},
 };
 
@@ -99,7 +99,7 @@ static redlock__script_call release_like(const char **argv, int abort,
     case REDLOCK__KIND_FAIR: {
         const char *args[] = {a->message, a->lease_ms, a->field, a->drop_all, a->gens};
 
-        return abort ? place(argv, REDLOCK__SCRIPT_FAIR_ABORT, 4, keys, args)
+        return abort ? place(argv, REDLOCK__SCRIPT_FAIR_ABORT, 6, keys, args)
                      : place(argv, REDLOCK__SCRIPT_FAIR_RELEASE, 6, keys, args);
     }
     case REDLOCK__KIND_READ:

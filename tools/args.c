@@ -2,9 +2,9 @@
 /*
  * Command-line parsing shared by every command: the option reader, the
  * global options, numbers and durations, the node list, the options of
- * exec, status and unlock, and turning all that (with the environment and
- * the configuration file) into a client and a lock. Every mistake is a
- * usage error (exit 64) with a message that names the offending argument.
+ * exec, status and unlock (client.c turns them into a client and a lock).
+ * Every mistake is a usage error (exit 64) with a message that names the
+ * offending argument.
  *
  * Parsing has no side effect on the process (no exit(), no environment
  * change): tests/fuzz/fuzz_args.c runs it on arbitrary arguments.
@@ -543,176 +543,6 @@ int cli_resolve_nodes(cli_globals *g)
     return cli_split_nodes(g, src);
 }
 
-static void log_to_stderr(void *ud, redlock_log_level level, const char *msg)
-{
-    char safe[2048];
-
-    (void)ud;
-    /* Library messages quote servers: escaped, one line. */
-    fprintf(stderr, "redlock: %s%s\n", level <= REDLOCK_LOG_WARN ? "warning: " : "",
-            cli_escape(msg, safe, sizeof(safe)));
-}
-
-/* Wipes the value of an environment variable in place, in the memory
- * that /proc/PID/environ shows. */
-static void wipe_env(const char *name)
-{
-    char *v = getenv(name);
-
-    if (v)
-        explicit_bzero(v, strlen(v));
-}
-
-/* The password: --password-file, else $REDLOCK_PASSWORD, else the config
- * file's password_file. Sets *src to where it came from. */
-static int resolve_password(cli_globals *g, const char **src)
-{
-    const char *env = getenv("REDLOCK_PASSWORD");
-
-    *src = NULL;
-    if (g->password_file) {
-        *src = "--password-file";
-        return cli_read_secret_file("--password-file", g->password_file, &g->password);
-    }
-    if (env && *env) {
-        *src = "REDLOCK_PASSWORD";
-        if (!(g->password = strdup(env))) {
-            cli_error("REDLOCK_PASSWORD", "out of memory");
-            return CLI_EX_SOFTWARE;
-        }
-        return 0;
-    }
-    if (g->cfg.password_file) {
-        *src = "password_file";
-        return cli_read_secret_file("password_file", g->cfg.password_file, &g->password);
-    }
-    return 0;
-}
-
-int cli_client_new(cli_globals *g, redlock_client **out)
-{
-    redlock_options o;
-    const char *pw_src, *key_what = "--tls-key";
-    size_t i;
-    int rc, uri_pw = 0;
-
-    *out = NULL;
-    if ((rc = cli_resolve_nodes(g)) != 0)
-        return rc;
-    /* Command line over configuration file (the environment has no TLS
-     * settings). A certificate and its key are one setting. */
-    if (!g->tls_cert && !g->tls_key) {
-        g->tls_cert = g->cfg.tls_cert;
-        g->tls_key = g->cfg.tls_key;
-        key_what = "tls_key";
-    }
-    if (!g->tls_ca)
-        g->tls_ca = g->cfg.tls_ca;
-    if (!g->tls_server_name)
-        g->tls_server_name = g->cfg.tls_server_name;
-    if (!g->user)
-        g->user = g->cfg.user;
-    if ((rc = resolve_password(g, &pw_src)) != 0)
-        return rc;
-    for (i = 0; i < g->n_nodes; i++)
-        uri_pw |= cli_nodes_userinfo(g->nodes[i]) == 2;
-    if (g->scrub_env) {
-        /* Copied above (password, node list); the library copies again. */
-        const char *env_nodes = getenv("REDLOCK_NODES");
-
-        wipe_env("REDLOCK_PASSWORD");
-        if (env_nodes && cli_nodes_userinfo(env_nodes) > 0)
-            wipe_env("REDLOCK_NODES");
-    }
-    memset(&o, 0, sizeof(o));
-    o.connect_timeout_ms = g->connect_timeout_ms;
-    o.node_timeout_ms = g->timeout_ms;
-    o.username = g->user;
-    o.password = g->password;
-    o.tls.ca_file = g->tls_ca;
-    o.tls.cert_file = g->tls_cert;
-    o.tls.key_file = g->tls_key;
-    o.tls.server_name = g->tls_server_name;
-    o.tls.insecure_skip_verify = g->tls_insecure;
-    /* A short watchdog lease makes a lost lock show up within a second
-     * (tests, experiments); 0 keeps the library's default. */
-    o.watchdog_lease_ms = g->watchdog_lease_ms;
-    o.unavailable_timeout_ms = g->unavailable_timeout_ms;
-    /* Library warnings (a lost lock, TLS without verification) go to
-     * stderr; -v adds the informational messages, -vv the debug ones. */
-    o.log_fn = log_to_stderr;
-    o.log_level = g->verbose >= 2 ? REDLOCK_LOG_DEBUG
-                  : g->verbose  ? REDLOCK_LOG_INFO
-                                : REDLOCK_LOG_ERROR;
-    if (g->user && !o.password && !uri_pw) {
-        cli_error(g->user == g->cfg.user ? "user" : "--user",
-                  "needs a password: --password-file FILE, $REDLOCK_PASSWORD, or password_file "
-                  "in the config file");
-        return CLI_EX_USAGE;
-    }
-    if ((g->tls_cert == NULL) != (g->tls_key == NULL)) {
-        cli_error(g->tls_cert ? "--tls-cert" : "--tls-key",
-                  "--tls-cert and --tls-key go together");
-        return CLI_EX_USAGE;
-    }
-    cli_warn_if_readable(key_what, g->tls_key);
-    if (g->tls_insecure)
-        cli_warn("--tls-insecure", "server certificates are NOT verified");
-    rc = redlock_client_new(out, g->nodes, g->n_nodes, &o);
-    switch (rc) {
-    case REDLOCK_OK:
-        return 0;
-    case REDLOCK_EURI:
-    case REDLOCK_EINVAL:
-        cli_error("--nodes", "%s", redlock_last_error());
-        return CLI_EX_USAGE;
-    case REDLOCK_ETLS:
-        cli_error("TLS", "%s", redlock_last_error());
-        return CLI_EX_USAGE;
-    default:
-        cli_error("client", "%s", redlock_last_error());
-        return CLI_EX_SOFTWARE;
-    }
-}
-
-int cli_lock_new(cli_globals *g, redlock_client *c, const char *name, int fencing,
-                 const char *holder_command, redlock_lock **out)
-{
-    redlock_lock_options lo;
-    int rc;
-
-    memset(&lo, 0, sizeof(lo));
-    lo.quorum = g->quorum;
-    lo.fencing = fencing;
-    lo.holder_facts = holder_command != NULL;
-    lo.holder_command = holder_command;
-    lo.replica_acks = g->replica_acks;
-    lo.replica_timeout_ms = g->replica_timeout_ms;
-    rc = redlock_lock_new(c, name, &lo, out);
-    if (rc == REDLOCK_EINVAL) {
-        /* With replica options, the library may refuse those instead. */
-        cli_error(g->replica_acks ? "lock" : "lock name", "%s", redlock_last_error());
-        return CLI_EX_USAGE;
-    }
-    if (rc) {
-        cli_error("lock", "%s", redlock_last_error());
-        return CLI_EX_SOFTWARE;
-    }
-    return 0;
-}
-
-const char *cli_member_why(redlock_client *c, size_t i, const redlock_member_report *r)
-{
-    const char *node = redlock_client_node_name(c, i);
-    const char *why = r->message[0] ? r->message : redlock_strerror(r->err);
-    size_t len = node ? strlen(node) : 0;
-
-    /* Transport messages already name the node; say it once. */
-    if (len && strncmp(why, node, len) == 0 && strncmp(why + len, ": ", 2) == 0)
-        why += len + 2;
-    return why;
-}
-
 void cli_free_globals(cli_globals *g)
 {
     free(g->nodes_buf);
@@ -798,11 +628,60 @@ enum {
     O_COMMAND,
     O_KEEP_SECRET_ENV,
     O_REPLICA_ACKS,
-    O_REPLICA_TIMEOUT
+    O_REPLICA_TIMEOUT,
+    O_SHARED,
+    O_WRITE,
+    O_PERMITS,
+    O_PERMIT_COUNT
 };
 
 /* Durations fit the clock in nanoseconds (centuries). */
 #define MAX_MS (INT64_MAX / 1000000)
+
+/* A number of permits: 1..INT32_MAX (the library's limit is an int). */
+static int parse_permits(const char *what, const char *v, int *out)
+{
+    char *end;
+    long long k;
+
+    errno = 0;
+    k = strtoll(v, &end, 10);
+    if (!*v || *end || *v < '0' || *v > '9' || errno || k < 1 || k > INT32_MAX) {
+        cli_error(what, "'%s' is not a number of permits (1..%d)", v, INT32_MAX);
+        return CLI_EX_USAGE;
+    }
+    *out = (int)k;
+    return 0;
+}
+
+/* What is held: a side of a read-write lock or permits of a semaphore,
+ * checked once every option is known. Each refusal names both options. */
+static int exec_hold_check(cli_exec_opts *o)
+{
+    if (o->permits && o->kind != REDLOCK_LOCK_MUTEX) {
+        cli_error("--permits", "takes permits of a semaphore; %s takes a side of a read-write "
+                  "lock: give one of them", o->kind == REDLOCK_LOCK_READ ? "--shared" : "--write");
+        return CLI_EX_USAGE;
+    }
+    if (o->permit_count && !o->permits) {
+        cli_error("--permit-count", "goes with --permits K");
+        return CLI_EX_USAGE;
+    }
+    if (o->permit_count > o->permits) {
+        cli_error("--permit-count", "%d is more than the semaphore's %d permits (--permits)",
+                  o->permit_count, o->permits);
+        return CLI_EX_USAGE;
+    }
+    /* A token orders one holder after another: shared holds have none. */
+    if (o->fencing && (o->permits || o->kind == REDLOCK_LOCK_READ)) {
+        cli_error("--fencing", "a %s is shared and has no fencing token",
+                  o->permits ? "semaphore's permit" : "read hold (--shared)");
+        return CLI_EX_USAGE;
+    }
+    if (o->permits && !o->permit_count)
+        o->permit_count = 1;
+    return 0;
+}
 
 /* -c STRING: /bin/sh -c STRING, as flock(1) runs it. */
 static int exec_command_string(cli_exec_opts *o)
@@ -812,7 +691,7 @@ static int exec_command_string(cli_exec_opts *o)
     o->sh_argv[2] = (char *)o->command;
     o->sh_argv[3] = NULL;
     o->cmd = o->sh_argv;
-    return 0;
+    return exec_hold_check(o);
 }
 
 int cli_parse_exec(cli_globals *g, int argc, char **argv, cli_exec_opts *o)
@@ -830,6 +709,10 @@ int cli_parse_exec(cli_globals *g, int argc, char **argv, cli_exec_opts *o)
         {"keep-secret-env", 0, 0, O_KEEP_SECRET_ENV},
         {"replica-acks", 0, 1, O_REPLICA_ACKS},
         {"replica-timeout", 0, 1, O_REPLICA_TIMEOUT},
+        {"shared", 0, 0, O_SHARED},
+        {"write", 0, 0, O_WRITE},
+        {"permits", 0, 1, O_PERMITS},
+        {"permit-count", 0, 1, O_PERMIT_COUNT},
         {NULL, 0, 0, 0}};
     cli_args a = {argc, argv, 0, "exec", g};
     const char *v;
@@ -920,6 +803,26 @@ int cli_parse_exec(cli_globals *g, int argc, char **argv, cli_exec_opts *o)
                 return CLI_EX_USAGE;
             o->replica_timeout_set = 1;
             break;
+        case O_SHARED:
+        case O_WRITE: {
+            int kind = id == O_SHARED ? REDLOCK_LOCK_READ : REDLOCK_LOCK_WRITE;
+
+            if (o->kind != REDLOCK_LOCK_MUTEX && o->kind != kind) {
+                cli_error(id == O_SHARED ? "--shared" : "--write",
+                          "give --shared (a read hold) or --write (the write hold), not both");
+                return CLI_EX_USAGE;
+            }
+            o->kind = kind;
+            break;
+        }
+        case O_PERMITS:
+            if (parse_permits("--permits", v, &o->permits))
+                return CLI_EX_USAGE;
+            break;
+        case O_PERMIT_COUNT:
+            if (parse_permits("--permit-count", v, &o->permit_count))
+                return CLI_EX_USAGE;
+            break;
         case CLI_ARG_POSITIONAL:
             if (!o->name) {
                 o->name = v;
@@ -932,7 +835,7 @@ int cli_parse_exec(cli_globals *g, int argc, char **argv, cli_exec_opts *o)
             /* "exec NAME CMD ARG...": the command starts here and keeps
              * its own options. */
             o->cmd = argv + a.i - 1;
-            return 0;
+            return exec_hold_check(o);
         case CLI_ARG_DASHDASH:
             if (!o->name) {
                 cli_error("exec", "missing lock NAME before '--'");
@@ -947,7 +850,7 @@ int cli_parse_exec(cli_globals *g, int argc, char **argv, cli_exec_opts *o)
                 return CLI_EX_USAGE;
             }
             o->cmd = argv + a.i;
-            return 0;
+            return exec_hold_check(o);
         case CLI_ARG_END:
             if (o->name && o->command)
                 return exec_command_string(o);

@@ -7,6 +7,7 @@
 #ifndef REDLOCK_TOOLS_CLI_H
 #define REDLOCK_TOOLS_CLI_H
 
+#include <pthread.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -182,20 +183,6 @@ int cli_resolve_nodes(cli_globals *g);
  * the count; src names the list in messages. */
 int cli_split_nodes(cli_globals *g, const char *src);
 
-/* Creates a client from the global options, the environment and the
- * configuration file (the password: --password-file, else
- * $REDLOCK_PASSWORD, else password_file). Returns 0 or an exit status
- * after printing the error. */
-int cli_client_new(cli_globals *g, redlock_client **out);
-/* Creates the lock NAME over every node with the global quorum. A
- * holder_command (exec's) makes every hold record its holder facts with
- * that command line; NULL records none. */
-int cli_lock_new(cli_globals *g, redlock_client *c, const char *name, int fencing,
-                 const char *holder_command, redlock_lock **out);
-/* Why member i failed in report r, without the node name that transport
- * messages start with (the caller prints it). Points into r or static. */
-const char *cli_member_why(redlock_client *c, size_t i, const redlock_member_report *r);
-
 void cli_free_globals(cli_globals *g);
 
 /* Parses "COMMAND NAME [options]" for status and unlock; *force (if not
@@ -216,6 +203,9 @@ enum cli_on_lost { CLI_LOST_TERM, CLI_LOST_KILL, CLI_LOST_IGNORE };
 
 /* The options of redlock exec. */
 typedef struct cli_exec_opts {
+    int kind;                 /* REDLOCK_LOCK_MUTEX; READ (--shared), WRITE (--write) */
+    int permits;              /* --permits K: hold permits of a semaphore; 0: a lock */
+    int permit_count;         /* --permit-count P (1..K; 1 with --permits) */
     const char *name;
     int64_t wait_ms;          /* -1 = forever */
     int wait_set;             /* given on the command line */
@@ -245,6 +235,80 @@ int cli_parse_exec(cli_globals *g, int argc, char **argv, cli_exec_opts *o);
  * Returns 0 or an exit status. */
 int cli_exec_defaults(cli_globals *g, cli_exec_opts *o);
 
+/* ---- clients, locks and semaphores (client.c) ------------------------------ */
+
+/* Creates a client from the global options, the environment and the
+ * configuration file (the password: --password-file, else
+ * $REDLOCK_PASSWORD, else password_file). Returns 0 or an exit status
+ * after printing the error. */
+int cli_client_new(cli_globals *g, redlock_client **out);
+/* The lock options the global options ask for (quorum, replica
+ * acknowledgement), with fencing and, for a non-NULL holder_command,
+ * holder facts recording that command line. */
+void cli_lock_options(const cli_globals *g, int fencing, const char *holder_command,
+                      redlock_lock_options *lo);
+/* Creates the lock NAME over every node with the global quorum. A
+ * holder_command (exec's) makes every hold record its holder facts with
+ * that command line; NULL records none. */
+int cli_lock_new(cli_globals *g, redlock_client *c, const char *name, int fencing,
+                 const char *holder_command, redlock_lock **out);
+/* The same for a redlock_lock_kind: REDLOCK_LOCK_READ or _WRITE make a
+ * side of the read-write lock NAME (a read handle takes neither fencing
+ * nor a holder_command: the library refuses them). */
+int cli_lock_new_kind(cli_globals *g, redlock_client *c, const char *name, int kind, int fencing,
+                      const char *holder_command, redlock_lock **out);
+/* Creates the semaphore NAME of limit permits over every node (quorum:
+ * the global one, which must be safe for the limit, else the smallest
+ * safe one). Returns 0 or an exit status after printing the error. */
+int cli_semaphore_new(cli_globals *g, redlock_client *c, const char *name, int limit,
+                      redlock_semaphore **out);
+/* Why member i failed in report r, without the node name that transport
+ * messages start with (the caller prints it). Points into r or static. */
+const char *cli_member_why(redlock_client *c, size_t i, const redlock_member_report *r);
+
+/* ---- what exec holds (exec_hold.c) ------------------------------------------ */
+
+/*
+ * One of the things exec can hold while the command runs: a lock of any
+ * kind (the plain lock, a read hold with --shared, the write hold with
+ * --write) or permits of a semaphore (--permits K). exec.c sees only this,
+ * so every kind gets the same waiting, signals, loss handling and exit
+ * statuses.
+ */
+typedef struct cli_hold {
+    const char *what;         /* "lock", "read hold", "write hold", "permit(s)" */
+    redlock_client *client;
+    redlock_lock *lock;       /* a lock's handle; NULL for a semaphore */
+    redlock_semaphore *sem;
+    redlock_permit *permit;   /* while permits are held */
+    int permit_count;         /* permits taken at once */
+} cli_hold;
+
+/* Creates what o asks for (holder facts only where one holder is
+ * recorded: the plain lock and the write hold, with holder_command).
+ * Returns 0 or an exit status after printing the error. */
+int cli_hold_new(cli_globals *g, redlock_client *c, const cli_exec_opts *o,
+                 const char *holder_command, cli_hold *h);
+/* on_lost for the hold; its lock argument is only to compare. */
+void cli_hold_set_on_lost(cli_hold *h, redlock_on_lost_fn fn, void *ud);
+/* Acquires as redlock_acquire_as() on the calling thread's owner (a
+ * semaphore's permit has an owner of its own). */
+int cli_hold_acquire(cli_hold *h, int64_t wait_ms, int64_t lease_ms);
+/* The lock whose member reports describe the last attempt, or NULL when
+ * there is none to read (a semaphore's failed attempt leaves none). */
+redlock_lock *cli_hold_report_lock(const cli_hold *h);
+/* Members of the hold (a semaphore: every node). */
+size_t cli_hold_members(const cli_hold *h);
+/* The held validity left, as redlock_remaining_ttl(). */
+int cli_hold_remaining_ttl(cli_hold *h, int64_t *ms);
+/* The fencing token of a held plain lock or write hold. */
+int cli_hold_token(cli_hold *h, uint64_t *token);
+/* Releases what is held: redlock_unlock() or redlock_semaphore_release()
+ * (which frees the permit), with their results. */
+int cli_hold_release(cli_hold *h);
+/* Frees the handles (not what they hold: release first). */
+void cli_hold_free(cli_hold *h);
+
 /* ---- holder facts (holder.c) ------------------------------------------------ */
 
 /* The command line exec records in its holder facts: the -c STRING, or
@@ -257,8 +321,9 @@ void cli_holder_text(const redlock_holder_facts *f);
  * object being printed; nulls when f is NULL or not found. */
 void cli_holder_json(const redlock_holder_facts *f);
 /* "3 of 5 nodes answer: one more failure and no lock can be taken" and
- * the like: how many more nodes may fail before no lock can be taken. */
-void cli_margin_text(size_t reachable, size_t n, int quorum);
+ * the like: how many more nodes may fail before no lock (what: "lock",
+ * "permit") can be taken. */
+void cli_margin_text(size_t reachable, size_t n, int quorum, const char *what);
 
 /* ---- configuration files (config.c) ---------------------------------------- */
 
@@ -307,6 +372,33 @@ int cli_cmd_demo_cs(int argc, char **argv);
 
 /* Prints the help of cmd (NULL: the overview). -1 if cmd is unknown. */
 int cli_usage(const char *cmd, int to_stderr);
+
+/* ---- exec's progress line (progress.c) ------------------------------------ */
+
+/* While the acquire call blocks the main thread, a small thread shows how
+ * long it has been waiting - on a terminal only, and only after a second,
+ * so scripts and quick acquisitions see nothing. */
+typedef struct cli_progress {
+    pthread_t thread;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    int done, shown, running;
+    const char *what;         /* "lock", "semaphore" (static) */
+    char name[256];           /* escaped */
+    int64_t start_ns;
+    int unreachable;          /* members failing in the last report */
+    size_t members;
+} cli_progress;
+
+/* Starts the thread if stdout and stderr are terminals. */
+void cli_progress_start(cli_progress *p, const char *what, const char *name, size_t members);
+/* Clears the line and keeps it clear until cli_progress_resume(), so that
+ * messages printed in between start on a line of their own. */
+void cli_progress_pause(cli_progress *p);
+/* Shows the line again, with how many members are failing now. */
+void cli_progress_resume(cli_progress *p, int unreachable);
+/* Clears the line and joins the thread. */
+void cli_progress_stop(cli_progress *p);
 
 /* ---- the command's process group (pgroup.c) ------------------------------ */
 

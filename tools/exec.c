@@ -1,11 +1,12 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
- * redlock exec: a distributed flock(1). Acquires the lock, runs the
- * command as a child while holding it, and releases it when the child
- * exits. A loss of the lock while the child runs (reported by the
- * watchdog, or a fixed lease running out) is turned into SIGTERM/SIGKILL
- * and exit status 76. The command runs in a process group of its own,
- * and every signal for it goes to the whole group (see pgroup.c).
+ * redlock exec: a distributed flock(1). Acquires the lock (or a read or
+ * write hold, or permits of a semaphore: exec_hold.c), runs the command as
+ * a child while holding it, and releases it when the child exits. A loss
+ * of the lock while the child runs (reported by the watchdog, or a fixed
+ * lease running out) is turned into SIGTERM/SIGKILL and exit status 76.
+ * The command runs in a process group of its own, and every signal for it
+ * goes to the whole group (see pgroup.c).
  *
  * INT, TERM, HUP and CHLD are blocked in every thread and taken by one
  * thread in sigwait(), which can do what a signal handler may not: while
@@ -205,116 +206,6 @@ static void sig_stop(sig_thread *t)
     t->running = 0;
 }
 
-/* ---- the progress line ---------------------------------------------------- */
-
-/* While the acquire call blocks the main thread, a small thread shows how
- * long it has been waiting - on a terminal only, and only after a second,
- * so scripts and quick acquisitions see nothing. */
-typedef struct progress {
-    pthread_t thread;
-    pthread_mutex_t mu;
-    pthread_cond_t cv;
-    int done, shown, running;
-    char name[256];           /* escaped */
-    int64_t start_ns;
-    int unreachable;          /* members failing in the last report */
-    size_t members;
-} progress;
-
-static void *progress_main(void *arg)
-{
-    static const char spin[] = "|/-\\";
-    progress *p = arg;
-    struct timespec until;
-    unsigned n = 0;
-
-    pthread_mutex_lock(&p->mu);
-    clock_gettime(CLOCK_MONOTONIC, &until);
-    until.tv_sec += 1;
-    while (!p->done) {
-        if (pthread_cond_timedwait(&p->cv, &p->mu, &until) != 0 && !p->done) {
-            double waited = (double)(cli_now_ns() - p->start_ns) / 1e9;
-
-            if (p->unreachable > 0)
-                fprintf(stderr, "\r%c waiting: %d of %zu nodes unreachable (lock '%s', %.0f s)\033[K",
-                        spin[n++ % 4], p->unreachable, p->members, p->name, waited);
-            else
-                fprintf(stderr, "\r%c waiting for lock '%s' (%.0f s)\033[K", spin[n++ % 4],
-                        p->name, waited);
-            fflush(stderr);
-            p->shown = 1;
-            until.tv_nsec += 250000000;
-            if (until.tv_nsec >= 1000000000) {
-                until.tv_sec++;
-                until.tv_nsec -= 1000000000;
-            }
-        }
-    }
-    if (p->shown) {
-        fputs("\r\033[K", stderr);
-        fflush(stderr);
-    }
-    pthread_mutex_unlock(&p->mu);
-    return NULL;
-}
-
-static void progress_start(progress *p, const char *name, size_t members)
-{
-    pthread_condattr_t ca;
-
-    memset(p, 0, sizeof(*p));
-    if (!isatty(STDOUT_FILENO) || !isatty(STDERR_FILENO))
-        return;
-    cli_escape(name, p->name, sizeof(p->name));
-    p->members = members;
-    p->start_ns = cli_now_ns();
-    pthread_mutex_init(&p->mu, NULL);
-    pthread_condattr_init(&ca);
-    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-    pthread_cond_init(&p->cv, &ca);
-    pthread_condattr_destroy(&ca);
-    p->running = pthread_create(&p->thread, NULL, progress_main, p) == 0;
-    if (!p->running) {
-        pthread_cond_destroy(&p->cv);
-        pthread_mutex_destroy(&p->mu);
-    }
-}
-
-/* Clears the line and keeps it clear until progress_resume(), so that
- * messages printed in between start on a line of their own. */
-static void progress_pause(progress *p)
-{
-    if (!p->running)
-        return;
-    pthread_mutex_lock(&p->mu);
-    if (p->shown) {
-        fputs("\r\033[K", stderr);
-        p->shown = 0;
-    }
-}
-
-static void progress_resume(progress *p, int unreachable)
-{
-    if (!p->running)
-        return;
-    p->unreachable = unreachable;
-    pthread_mutex_unlock(&p->mu);
-}
-
-static void progress_stop(progress *p)
-{
-    if (!p->running)
-        return;
-    pthread_mutex_lock(&p->mu);
-    p->done = 1;
-    pthread_cond_signal(&p->cv);
-    pthread_mutex_unlock(&p->mu);
-    pthread_join(p->thread, NULL);
-    pthread_cond_destroy(&p->cv);
-    pthread_mutex_destroy(&p->mu);
-    p->running = 0;
-}
-
 /* ---- waiting for the lock ------------------------------------------------- */
 
 /*
@@ -329,8 +220,8 @@ static void progress_stop(progress *p)
 
 typedef struct waiter {
     redlock_client *client;
-    redlock_lock *lock;
-    progress prog;
+    cli_hold *hold;
+    cli_progress prog;
     size_t n;
     unsigned char failing[64]; /* already named as failing */
 } waiter;
@@ -341,14 +232,19 @@ typedef struct waiter {
  * members are failing. */
 static int note_members(waiter *w)
 {
+    redlock_lock *lock = cli_hold_report_lock(w->hold);
     redlock_member_report r;
     int failing = 0;
     size_t i;
 
-    progress_pause(&w->prog);
+    cli_progress_pause(&w->prog);
     for (i = 0; i < w->n; i++) {
-        if (redlock_lock_report(w->lock, i, &r) != REDLOCK_OK)
+        /* Without a report (a semaphore's attempt that failed), the
+         * members keep their last known state. */
+        if (!lock || redlock_lock_report(lock, i, &r) != REDLOCK_OK) {
+            failing += w->failing[i];
             continue;
+        }
         switch (r.outcome) {
         case REDLOCK_MEMBER_ERROR:
         case REDLOCK_MEMBER_TIMEOUT:
@@ -367,11 +263,11 @@ static int note_members(waiter *w)
         failing += w->failing[i];
     }
     fflush(stderr);
-    progress_resume(&w->prog, failing);
+    cli_progress_resume(&w->prog, failing);
     return failing;
 }
 
-/* redlock_acquire_as() over the whole --wait, in slices (see above). The
+/* The acquire call over the whole --wait, in slices (see above). The
  * --unavailable-timeout is counted across slices here as well as by the
  * library, so a wait in slices ends like one call would. */
 static int acquire(waiter *w, const cli_exec_opts *o, char *why, size_t cap)
@@ -394,7 +290,7 @@ static int acquire(waiter *w, const cli_exec_opts *o, char *why, size_t cap)
             w_ms = REPORT_SLICE_MS;
             sliced = 1;
         }
-        rc = redlock_acquire_as(w->lock, redlock_thread_owner(), w_ms, o->lease_ms);
+        rc = cli_hold_acquire(w->hold, w_ms, o->lease_ms);
         snprintf(why, cap, "%s", rc == REDLOCK_OK ? "" : redlock_last_error());
         note_members(w);
         if (rc == REDLOCK_OK || !sliced)
@@ -465,7 +361,7 @@ static void child_env_free(child_env *e)
     memset(e, 0, sizeof(*e));
 }
 
-static int child_env_build(child_env *e, const cli_exec_opts *o, redlock_lock *lock,
+static int child_env_build(child_env *e, const cli_exec_opts *o, cli_hold *hold,
                            int64_t validity_ms)
 {
     static const char *const set_here[] = {"REDLOCK_NAME", "REDLOCK_VALIDITY_MS",
@@ -484,7 +380,7 @@ static int child_env_build(child_env *e, const cli_exec_opts *o, redlock_lock *l
     if (o->fencing) {
         uint64_t token;
 
-        if (redlock_lock_token(lock, &token) != REDLOCK_OK) {
+        if (cli_hold_token(hold, &token) != REDLOCK_OK) {
             cli_error("--fencing", "%s", redlock_last_error());
             child_env_free(e);
             return CLI_EX_SOFTWARE;
@@ -528,6 +424,7 @@ static int exit_status_of(int status)
 
 typedef struct supervisor {
     const cli_exec_opts *o;
+    const char *what;         /* what is held: "lock", "permit", ... */
     cli_pgroup pg;            /* the command's process group */
     pid_t child;              /* its leader */
     int lost_reason;          /* written by the on_lost callback */
@@ -557,19 +454,19 @@ static void act_on_loss(supervisor *s, const char *why)
     switch (s->o->on_lost) {
     case CLI_LOST_TERM:
         cli_error(s->o->name,
-                  "lock lost (%s); sending SIGTERM to process group %ld, SIGKILL in %lld ms", why,
-                  (long)s->child, (long long)s->o->grace_ms);
+                  "%s lost (%s); sending SIGTERM to process group %ld, SIGKILL in %lld ms",
+                  s->what, why, (long)s->child, (long long)s->o->grace_ms);
         cli_pgroup_signal(&s->pg, SIGTERM);
         s->kill_at_ns = cli_now_ns() + s->o->grace_ms * 1000000;
         break;
     case CLI_LOST_KILL:
-        cli_error(s->o->name, "lock lost (%s); sending SIGKILL to process group %ld", why,
-                  (long)s->child);
+        cli_error(s->o->name, "%s lost (%s); sending SIGKILL to process group %ld", s->what,
+                  why, (long)s->child);
         cli_pgroup_signal(&s->pg, SIGKILL);
         break;
     case CLI_LOST_IGNORE:
-        cli_warn(s->o->name, "lock lost (%s); the command keeps running (--on-lost ignore)",
-                 why);
+        cli_warn(s->o->name, "%s lost (%s); the command keeps running (--on-lost ignore)",
+                 s->what, why);
         break;
     }
 }
@@ -643,8 +540,8 @@ static void leftovers(supervisor *s)
         cli_pgroup_signal(&s->pg, SIGKILL);
         return;
     }
-    cli_warn(s->o->name, "processes the command started are still running, without the lock "
-             "(process group %ld)", (long)s->pg.pgid);
+    cli_warn(s->o->name, "processes the command started are still running, without the %s "
+             "(process group %ld)", s->what, (long)s->pg.pgid);
 }
 
 /* ---- the command ----------------------------------------------------------- */
@@ -653,6 +550,7 @@ static void leftovers(supervisor *s)
 static void report_acquired(const cli_globals *g, waiter *w, const cli_exec_opts *o,
                             int64_t waited_ms)
 {
+    redlock_lock *lock = cli_hold_report_lock(w->hold);
     redlock_member_report r;
     char nodes[2048];
     size_t i, len = 0, granted = 0;
@@ -664,7 +562,7 @@ static void report_acquired(const cli_globals *g, waiter *w, const cli_exec_opts
         const char *node = redlock_client_node_name(w->client, i);
         int n;
 
-        if (redlock_lock_report(w->lock, i, &r) != REDLOCK_OK ||
+        if (redlock_lock_report(lock, i, &r) != REDLOCK_OK ||
             r.outcome != REDLOCK_MEMBER_GRANTED)
             continue;
         granted++;
@@ -680,10 +578,11 @@ static void report_acquired(const cli_globals *g, waiter *w, const cli_exec_opts
             len += (size_t)n;
     }
     cli_info(g, o->name, "acquired after %lld ms on %zu of %zu node(s), quorum %d: %s",
-             (long long)waited_ms, granted, w->n, redlock_lock_quorum(w->lock), nodes);
+             (long long)waited_ms, granted, w->n, redlock_lock_quorum(lock), nodes);
 }
 
-static int acquire_status(int rc, int sig, const cli_exec_opts *o, const char *why)
+static int acquire_status(int rc, int sig, const cli_exec_opts *o, const char *what,
+                          const char *why)
 {
     switch (rc) {
     case REDLOCK_EBUSY:
@@ -704,8 +603,8 @@ static int acquire_status(int rc, int sig, const cli_exec_opts *o, const char *w
         return CLI_EX_CONFIG;
     case REDLOCK_ECANCELED:
         if (sig) {
-            cli_error(o->name, "%s while waiting for the lock; gave up, holding nothing",
-                      sig_name(sig));
+            cli_error(o->name, "%s while waiting for the %s; gave up, holding nothing",
+                      sig_name(sig), what);
             return 128 + sig;
         }
         cli_error(o->name, "acquire: %s", why);
@@ -720,15 +619,15 @@ static int acquire_status(int rc, int sig, const cli_exec_opts *o, const char *w
 }
 
 /* Runs the command while the lock is held; returns the exit status. */
-static int run_command(supervisor *s, const cli_exec_opts *o, redlock_lock *lock)
+static int run_command(supervisor *s, const cli_exec_opts *o, cli_hold *hold)
 {
     int64_t validity_ms = 0;
     child_env env;
     int status, exec_errno, rc;
 
-    if (redlock_remaining_ttl(lock, &validity_ms) != REDLOCK_OK)
+    if (cli_hold_remaining_ttl(hold, &validity_ms) != REDLOCK_OK)
         validity_ms = 0;
-    if ((rc = child_env_build(&env, o, lock, validity_ms)) != 0)
+    if ((rc = child_env_build(&env, o, hold, validity_ms)) != 0)
         return rc;
     fflush(NULL);
     s->child = cli_pgroup_spawn(&s->pg, o->cmd, env.envp, o->grace_ms, child_setup, &exec_errno);
@@ -752,9 +651,9 @@ static int run_command(supervisor *s, const cli_exec_opts *o, redlock_lock *lock
     return rc;
 }
 
-static int release(const cli_exec_opts *o, cli_globals *g, redlock_lock *lock, int lost, int rc)
+static int release(const cli_exec_opts *o, cli_globals *g, cli_hold *hold, int lost, int rc)
 {
-    int unlock_rc = redlock_unlock(lock);
+    int unlock_rc = cli_hold_release(hold);
 
     if (unlock_rc == REDLOCK_ELOST) {
         /* A loss the loop had not yet seen (the child ended first) still
@@ -781,7 +680,7 @@ int cli_cmd_exec(cli_globals *g, int argc, char **argv)
     sig_thread sigs;
     waiter w;
     redlock_client *client = NULL;
-    redlock_lock *lock = NULL;
+    cli_hold hold;
     char why[512], command[1024];
     int64_t t0, waited_ms;
     int rc, sig;
@@ -797,6 +696,7 @@ int cli_cmd_exec(cli_globals *g, int argc, char **argv)
      * command cannot read them in /proc/PPID/environ either. */
     g->scrub_env = !o.keep_secret_env;
     memset(&s, 0, sizeof(s));
+    memset(&hold, 0, sizeof(hold));
     s.o = &o;
     s.pg.watcher_fd = s.pg.tty = -1;
     /* The pipe exists before the client starts its watchdog thread, so
@@ -812,43 +712,47 @@ int cli_cmd_exec(cli_globals *g, int argc, char **argv)
     }
     if ((rc = cli_client_new(g, &client)) != 0)
         goto out;
-    /* Always recorded: `redlock status` shows who runs what under it. */
+    /* Recorded wherever one holder is (the plain lock, the write hold):
+     * `redlock status` shows who runs what under it. */
     cli_exec_command_line(&o, command, sizeof(command));
-    if ((rc = cli_lock_new(g, client, o.name, o.fencing, command, &lock)) != 0)
+    if ((rc = cli_hold_new(g, client, &o, command, &hold)) != 0)
         goto out;
-    redlock_lock_set_on_lost(lock, on_lost, &s.lost_reason);
+    cli_hold_set_on_lost(&hold, on_lost, &s.lost_reason);
+    s.what = hold.what;
 
     memset(&w, 0, sizeof(w));
     w.client = client;
-    w.lock = lock;
-    w.n = redlock_lock_member_count(lock);
+    w.hold = &hold;
+    w.n = cli_hold_members(&hold);
     if (w.n > sizeof(w.failing))
         w.n = sizeof(w.failing);
     sig_set_client(&sigs, client);
-    progress_start(&w.prog, o.name, redlock_lock_member_count(lock));
+    cli_progress_start(&w.prog, hold.sem ? "semaphore" : "lock", o.name,
+                       cli_hold_members(&hold));
     t0 = cli_now_ns();
     rc = acquire(&w, &o, why, sizeof(why));
     waited_ms = (cli_now_ns() - t0) / 1000000;
-    progress_stop(&w.prog);
+    cli_progress_stop(&w.prog);
     sig = sig_command_starts(&sigs);
     if (rc != REDLOCK_OK) {
-        rc = acquire_status(rc, sig, &o, why);
+        rc = acquire_status(rc, sig, &o, hold.what, why);
         goto out;
     }
     if (sig) {
         /* The signal came as the lock was granted: do not start. */
-        cli_error(o.name, "%s before the command started; releasing the lock", sig_name(sig));
-        rc = release(&o, g, lock, 0, 128 + sig);
+        cli_error(o.name, "%s before the command started; releasing the %s", sig_name(sig),
+                  hold.what);
+        rc = release(&o, g, &hold, 0, 128 + sig);
         goto out;
     }
     report_acquired(g, &w, &o, waited_ms);
     /* From here on the lock is released on every way out. */
-    rc = run_command(&s, &o, lock);
+    rc = run_command(&s, &o, &hold);
     cli_pgroup_finish(&s.pg);
-    rc = release(&o, g, lock, s.lost, rc);
+    rc = release(&o, g, &hold, s.lost, rc);
 out:
     sig_stop(&sigs);
-    redlock_lock_free(lock);
+    cli_hold_free(&hold);
     /* Frees the client, which first delivers what it still owes the
      * nodes (an abort or release that did not get its answer in time). */
     redlock_client_free(client);

@@ -76,19 +76,19 @@ void cli_holder_json(const redlock_holder_facts *f)
     printf(",\"since_ms\":%lld", (long long)f->since_ms);
 }
 
-void cli_margin_text(size_t reachable, size_t n, int quorum)
+void cli_margin_text(size_t reachable, size_t n, int quorum, const char *what)
 {
     const char *nodes = n == 1 ? "node" : "nodes";
     size_t q = (size_t)quorum;
 
     printf("%zu of %zu %s answer: ", reachable, n, nodes);
     if (reachable < q)
-        printf("no lock can be taken");
+        printf("no %s can be taken", what);
     else if (q == n && n > 1)
-        printf("every node must answer (quorum is all %zu): one failure and no lock can "
-               "be taken", n);
+        printf("every node must answer (quorum is all %zu): one failure and no %s can "
+               "be taken", n, what);
     else if (reachable == q)
-        printf("one more failure and no lock can be taken");
+        printf("one more failure and no %s can be taken", what);
     else
         printf("%zu more can fail", reachable - q);
     printf("\n");

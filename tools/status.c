@@ -1,9 +1,11 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * redlock status NAME: what every node stores for the lock, and whether one
- * holder holds it on a quorum; with --metrics, the client's statistics after
- * that inspection in the Prometheus text format. redlock unlock NAME
- * --force: deletes it on every node, whoever holds it.
+ * holder holds it on a quorum (for a read-write lock, its readers or its
+ * writer: status_rw.c); a semaphore's permits with --permits K, or when
+ * NAME turns out to be one (status_sem.c); with --metrics, the client's
+ * statistics after that inspection in the Prometheus text format.
+ * redlock unlock NAME --force: deletes it on every node, whoever holds it.
  */
 #include <errno.h>
 #include <pthread.h>
@@ -13,32 +15,22 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "cli.h"
-
-/* Members are read in parallel, one thread each, so a frozen node costs
- * one inspection timeout in total rather than one per node. */
-typedef struct probe {
-    pthread_t thread;
-    redlock_lock *lock;
-    size_t member;
-    int rc;
-    char error[128];  /* the size of redlock_member_state.message */
-    redlock_member_state st;
-    int want_facts;
-    redlock_holder_facts facts; /* found 0 when unread or absent */
-} probe;
+#include "status.h"
 
 static void *probe_main(void *arg)
 {
     probe *p = arg;
 
     p->rc = redlock_lock_inspect(p->lock, p->member, &p->st);
-    if (p->rc != REDLOCK_OK)
+    if (p->rc != REDLOCK_OK) {
         snprintf(p->error, sizeof(p->error), "%s", redlock_last_error());
+        return NULL;
+    }
+    status_list_fields(p);
     /* A second round trip on the same thread: facts are only worth
      * reading from a member that holds the lock. */
-    else if (p->want_facts && p->st.reachable && p->st.exists &&
-             redlock_lock_holder_facts(p->lock, p->member, &p->facts) != REDLOCK_OK)
+    if (p->want_facts && p->st.reachable && p->st.exists &&
+        redlock_lock_holder_facts(p->lock, p->member, &p->facts) != REDLOCK_OK)
         p->facts.found = 0;
     return NULL;
 }
@@ -109,13 +101,13 @@ static verdict decide(const probe *p, size_t n, int quorum)
 }
 
 static void print_json(redlock_client *c, const char *name, int quorum, const probe *p,
-                       size_t n, const verdict *v)
+                       size_t n, const verdict *v, const rw_view *rw)
 {
     size_t i;
 
     printf("{\"name\":");
     cli_json_string(name);
-    printf(",\"quorum\":%d,\"nodes\":[", quorum);
+    printf(",\"type\":\"lock\",\"quorum\":%d,\"nodes\":[", quorum);
     for (i = 0; i < n; i++) {
         const redlock_member_state *st = &p[i].st;
 
@@ -133,9 +125,11 @@ static void print_json(redlock_client *c, const char *name, int quorum, const pr
             cli_json_string(st->holder);
         else
             printf("null");
-        printf(",\"holders\":%zu,\"hold_count\":%lld,\"pttl_ms\":%lld,\"token\":%llu}",
+        printf(",\"holders\":%zu,\"hold_count\":%lld,\"pttl_ms\":%lld,\"token\":%llu",
                st->holders, (long long)st->hold_count, (long long)st->pttl_ms,
                (unsigned long long)st->token);
+        status_rw_node_json(&p[i]);
+        printf("}");
     }
     printf("],\"reachable\":%zu,\"holder\":", v->reachable);
     if (v->holder)
@@ -145,6 +139,7 @@ static void print_json(redlock_client *c, const char *name, int quorum, const pr
     printf(",\"holder_nodes\":%zu,\"held_by_quorum\":%s", v->holder_nodes,
            v->held ? "true" : "false");
     cli_holder_json(v->facts);
+    status_rw_json(rw, quorum);
     printf(",\"margin\":%lld}\n", (long long)v->reachable - quorum);
 }
 
@@ -152,7 +147,7 @@ static void print_json(redlock_client *c, const char *name, int quorum, const pr
 #define SAFE_FIELD (4 * sizeof(((redlock_member_state *)0)->holder) + 32)
 
 static void print_text(redlock_client *c, const char *name, int quorum, const probe *p,
-                       size_t n, const verdict *v)
+                       size_t n, const verdict *v, const rw_view *rw)
 {
     char node[256], msg[4 * 128 + 1], holder[SAFE_FIELD + 32], field[SAFE_FIELD];
     size_t i;
@@ -194,8 +189,9 @@ static void print_text(redlock_client *c, const char *name, int quorum, const pr
                n);
     else
         printf("held by quorum: no (free)\n");
+    status_rw_text(rw, n, quorum);
     cli_holder_text(v->facts);
-    cli_margin_text(v->reachable, n, quorum);
+    cli_margin_text(v->reachable, n, quorum, "lock");
 }
 
 /* The name --metrics inspects when given none: a key nobody locks, read
@@ -227,7 +223,7 @@ static int print_metrics(redlock_client *c)
     return rc == REDLOCK_OK ? 0 : CLI_EX_SOFTWARE;
 }
 
-enum { S_METRICS = 1, S_WATCH, S_COUNT };
+enum { S_METRICS = 1, S_WATCH, S_COUNT, S_PERMITS };
 
 #define WATCH_MAX_MS 86400000 /* a day between views */
 
@@ -237,7 +233,17 @@ typedef struct status_opts {
     int watch;                /* refresh until interrupted */
     int64_t interval_ms;
     int64_t count;            /* 0: no limit */
+    int permits;              /* --permits K: NAME is a semaphore of K permits */
 } status_opts;
+
+/* What is looked at: the lock NAME, or the semaphore NAME (given with
+ * --permits, or found there: then made for inspection only, whose limit
+ * does not matter, and the view estimates the limit). */
+typedef struct status_target {
+    redlock_lock *lock;
+    redlock_semaphore *sem;
+    int limit;                /* --permits K; 0: not given */
+} status_target;
 
 /* --watch [INTERVAL]: the value is optional, so it is the next argument
  * only if that reads as a duration (starts with a digit); a lock name
@@ -247,6 +253,7 @@ static int parse_status(cli_globals *g, int argc, char **argv, status_opts *o)
     static const cli_opt opts[] = {{"metrics", 0, 0, S_METRICS},
                                    {"watch", 0, 0, S_WATCH},
                                    {"count", 0, 1, S_COUNT},
+                                   {"permits", 0, 1, S_PERMITS},
                                    {NULL, 0, 0, 0}};
     cli_args a = {argc, argv, 0, "status", g};
     const char *v;
@@ -282,6 +289,10 @@ static int parse_status(cli_globals *g, int argc, char **argv, status_opts *o)
             if (cli_parse_i64("--count", v, 1, INT64_MAX, &o->count))
                 return CLI_EX_USAGE;
             break;
+        case S_PERMITS:
+            if (cli_parse_int("--permits", v, 1, INT32_MAX, &o->permits))
+                return CLI_EX_USAGE;
+            break;
         default:
             cli_error("status", "internal error: unexpected option %d", id);
             return CLI_EX_SOFTWARE;
@@ -295,22 +306,36 @@ static int parse_status(cli_globals *g, int argc, char **argv, status_opts *o)
 }
 
 /* One look at the lock: the probes, then the view. */
-static int status_view(cli_globals *g, redlock_client *c, redlock_lock *lock,
+static int status_view(cli_globals *g, redlock_client *c, status_target *t,
                        const status_opts *o, const char *name)
 {
+    redlock_lock *lock = t->lock;
     probe p[64];
     size_t n = redlock_lock_member_count(lock);
     int quorum = redlock_lock_quorum(lock), rc = 0;
     verdict v;
+    rw_view rw;
+
+    if (t->limit && !o->metrics)
+        return status_sem_view(g, c, t->sem, t->limit, name);
 
     inspect_all(lock, p, n, !o->metrics);
+    if (!o->metrics && status_is_semaphore(p, n)) {
+        /* NAME is a semaphore's count: shown as one, its limit estimated. */
+        if (!t->sem && redlock_semaphore_new(c, name, 1, NULL, &t->sem) != REDLOCK_OK) {
+            cli_error(name, "semaphore: %s", redlock_last_error());
+            return CLI_EX_SOFTWARE;
+        }
+        return status_sem_view(g, c, t->sem, 0, name);
+    }
     v = decide(p, n, quorum);
+    status_rw_decide(p, n, quorum, &rw);
     if (o->metrics)
         rc = print_metrics(c);
     else if (g->json)
-        print_json(c, name, quorum, p, n, &v);
+        print_json(c, name, quorum, p, n, &v, &rw);
     else
-        print_text(c, name, quorum, p, n, &v);
+        print_text(c, name, quorum, p, n, &v, &rw);
     fflush(stdout);
     if ((int)v.reachable < quorum) {
         cli_error(o->name ? name : "status", "%zu of %zu node(s) answered, quorum is %d",
@@ -342,7 +367,7 @@ static int interrupted_within(const sigset_t *stop, int64_t ms)
 
 /* --watch: a view per interval until interrupted (exit 0) or --count
  * views (the last one's status). */
-static int watch(cli_globals *g, redlock_client *c, redlock_lock *lock, const status_opts *o,
+static int watch(cli_globals *g, redlock_client *c, status_target *t, const status_opts *o,
                  const char *name, const sigset_t *stop)
 {
     int tty = isatty(STDOUT_FILENO), rc = 0;
@@ -356,7 +381,7 @@ static int watch(cli_globals *g, redlock_client *c, redlock_lock *lock, const st
             fputs("\033[H\033[2J", stdout);
         else if (shown > 0 && !g->json)
             fputs("\n", stdout);
-        rc = status_view(g, c, lock, o, name);
+        rc = status_view(g, c, t, o, name);
     }
     return rc;
 }
@@ -364,7 +389,7 @@ static int watch(cli_globals *g, redlock_client *c, redlock_lock *lock, const st
 int cli_cmd_status(cli_globals *g, int argc, char **argv)
 {
     redlock_client *c = NULL;
-    redlock_lock *lock = NULL;
+    status_target t = {NULL, NULL, 0};
     status_opts o;
     sigset_t stop, old;
     const char *name;
@@ -374,6 +399,10 @@ int cli_cmd_status(cli_globals *g, int argc, char **argv)
         return rc < 0 ? 0 : rc;
     if (!o.name && !o.metrics) {
         cli_error("status", "missing lock NAME");
+        return CLI_EX_USAGE;
+    }
+    if (o.permits && !o.name) {
+        cli_error("--permits", "names no semaphore: give NAME");
         return CLI_EX_USAGE;
     }
     if (o.metrics && g->json) {
@@ -390,11 +419,17 @@ int cli_cmd_status(cli_globals *g, int argc, char **argv)
         pthread_sigmask(SIG_BLOCK, &stop, &old);
     if ((rc = cli_client_new(g, &c)) != 0)
         goto out;
-    if ((rc = cli_lock_new(g, c, name, 0, NULL, &lock)) != 0)
+    if ((rc = cli_lock_new(g, c, name, 0, NULL, &t.lock)) != 0)
         goto out;
-    rc = o.watch ? watch(g, c, lock, &o, name, &stop) : status_view(g, c, lock, &o, name);
+    /* The quorum a holder of K permits would use (a --quorum too small
+     * for K is refused, as exec refuses it). */
+    if (o.permits && (rc = cli_semaphore_new(g, c, name, o.permits, &t.sem)) != 0)
+        goto out;
+    t.limit = o.permits;
+    rc = o.watch ? watch(g, c, &t, &o, name, &stop) : status_view(g, c, &t, &o, name);
 out:
-    redlock_lock_free(lock);
+    redlock_semaphore_free(t.sem);
+    redlock_lock_free(t.lock);
     redlock_client_free(c);
     if (o.watch)
         pthread_sigmask(SIG_SETMASK, &old, NULL);

@@ -95,6 +95,20 @@ missing command|exec x -N
 --password-file|-n redis://127.0.0.1:1 --password-file $WORK/no-such-file status x
 takes no value|--tls-insecure=yes status x
 or all|--quorum most status x
+not a number of permits|exec x --permits 0 -- true
+not a number of permits|exec x --permits -2 -- true
+not a number of permits|exec x --permits abc -- true
+not a number of permits|exec x --permits 2 --permit-count 0 -- true
+--permits|exec x --permits 2 --shared -- true
+--permits|exec x --write --permits 2 -- true
+--shared|exec x --shared --write -- true
+--fencing|exec x --shared --fencing -- true
+--fencing|exec x --permits 2 --fencing -- true
+goes with --permits|exec x --permit-count 2 -- true
+more than the semaphore's 2 permits|exec x --permits 2 --permit-count 3 -- true
+needs at least 4|-n $q9 -q 3 exec x --permits 2 -- true
+--permits|status x --permits 0
+--permits|status --metrics --permits 2
 EOF
   note "every usage error exits 64 with one line"
   REDLOCK_CONFIG=$WORK/no-such-config run status x

@@ -16,7 +16,8 @@ _redlock_value_opts='-n --nodes -q --quorum --config --password-file --user
     --tls-ca --tls-cert --tls-key --tls-server-name --connect-timeout --timeout
     --watchdog-lease -w --wait --lease --on-lost --grace --unavailable-timeout
     -c --command -E --conflict-exit-code --nodes-count --base-port --dir
-    --workers --seconds --replica-acks --replica-timeout --groups'
+    --workers --seconds --replica-acks --replica-timeout --groups --permits
+    --permit-count'
 _redlock_commands='exec status unlock rig demo version help'
 
 # Completes files (dirs: directories only) into COMPREPLY.
@@ -125,7 +126,7 @@ _redlock()
     --user | --tls-server-name | --connect-timeout | --timeout | --watchdog-lease | \
         --grace | --unavailable-timeout | -E | \
         --conflict-exit-code | --nodes-count | --base-port | --workers | --seconds | \
-        --replica-acks | --replica-timeout | --groups)
+        --replica-acks | --replica-timeout | --groups | --permits | --permit-count)
         return ;;  # a number or a name: nothing to offer
     esac
 
@@ -176,14 +177,14 @@ _redlock()
             words_="$opts -w --wait -N --nonblock --lease --on-lost --grace
                 --fencing --fair --unavailable-timeout -c --command -E
                 --conflict-exit-code --keep-secret-env --replica-acks
-                --replica-timeout --"
+                --replica-timeout --shared --write --permits --permit-count --"
         elif ((npos == 1)); then
             # After NAME: the command to run.
             mapfile -t COMPREPLY < <(compgen -c -- "$cur")
             return
         fi ;;
     status)
-        [[ $cur == -* ]] && words_="$opts --metrics --watch --count" ;;
+        [[ $cur == -* ]] && words_="$opts --metrics --watch --count --permits" ;;
     version)
         [[ $cur == -* ]] && words_=$opts ;;
     unlock)

@@ -13,6 +13,13 @@
 --          20 random ones
 -- ARGV[4]  "1": the client holds nothing through this owner, so this is
 --          never a re-entry; "0": a re-entry (or a watchdog restore)
+-- ARGV[5]  how long the caller goes on waiting if refused (ms): 0 not at
+--          all, -1 for ever. Only read when a read-write lock of the same
+--          name holds it in read mode: a waiting plain lock is a writer, and
+--          sets rw_write_acquire.lua's waiting-writer mark
+--          redlock_rwwait:{NAME} (a key of the same hash slot) by the same
+--          rule, so a stream of readers cannot starve it either; a grant
+--          that finds the mark removes it, as a write grant does.
 --
 -- The :gen field holds "<generation>[,<seq>]...": the id of the fresh grant
 -- that made the hold (so a late release of an earlier hold of the same
@@ -32,44 +39,64 @@
 --   -3           this request was cancelled (by abort.lua or release.lua
 --                before it ran), or it is a late copy of a fresh acquire
 --                that a newer hold of the same owner already replaced
--- The common path, a fresh grant, runs EXISTS (of both keys), HSET, PEXPIRE:
--- as many calls as Redisson's.
+-- The common path, a fresh grant, runs EXISTS (of the three keys), HSET,
+-- PEXPIRE: as many calls as Redisson's.
 local genf = ARGV[2] .. ':gen'
--- One call for the common case, neither the lock nor a cancel mark there.
-if redis.call('exists', KEYS[1], KEYS[2]) > 0 then
+local writer_mark = 'redlock_rwwait:{' .. KEYS[1] .. '}'
+-- One call for the common case: no lock, no cancel mark, no waiting writer.
+if redis.call('exists', KEYS[1], KEYS[2], writer_mark) > 0 then
     if redis.call('exists', KEYS[2]) == 1 then return -3 end
-    local h = redis.call('hmget', KEYS[1], ARGV[2], genf, 'mode')
+    local h = {false, false, false}
+    if redis.call('exists', KEYS[1]) == 1 then
+        h = redis.call('hmget', KEYS[1], ARGV[2], genf, 'mode')
+    else
+        -- Free: only the mark is there. This grant ends the wait it marks.
+        redis.call('del', writer_mark)
+    end
     -- A read-write lock of this name (rw_read_acquire.lua) excludes us; its
     -- reader field has our field's name and is never ours to replace.
-    if not h[1] or h[3] then return redis.call('pttl', KEYS[1]) end
-    local v = h[2] or ''
-    local gen = string.match(v, '^[^,]*')
-    if gen == ARGV[3] then
-        -- A replay of the fresh grant that made this hold.
-        local t = 0
-        if #KEYS >= 3 then t = tonumber(redis.call('get', KEYS[3]) or '0') end
-        return {t, gen}
+    if h[3] then
+        local left = redis.call('pttl', KEYS[1])
+        local wait = tonumber(ARGV[5] or '0')
+        if h[3] == 'read' and wait ~= 0 then
+            local mark = math.max(left, 0) + 3000
+            if wait > 0 and wait < mark then mark = wait end
+            redis.call('set', writer_mark, ARGV[2], 'px', mark)
+        end
+        return left
     end
-    local seq = string.sub(ARGV[3], 1, 12)
-    if string.find(v .. ',', ',' .. seq .. ',', 1, true) then return {0, gen} end
-    if ARGV[4] ~= '1' then
-        local rest = string.sub(v, #gen + 1) .. ',' .. seq
-        if #rest > 52 then rest = string.sub(rest, -52) end
-        redis.call('hset', KEYS[1], ARGV[2], tonumber(h[1]) + 1, genf, gen .. rest)
-        redis.call('pexpire', KEYS[1], ARGV[1])
-        return {0, gen}
+    if h[1] then
+        local v = h[2] or ''
+        local gen = string.match(v, '^[^,]*')
+        if gen == ARGV[3] then
+            -- A replay of the fresh grant that made this hold.
+            local t = 0
+            if #KEYS >= 3 then t = tonumber(redis.call('get', KEYS[3]) or '0') end
+            return {t, gen}
+        end
+        local seq = string.sub(ARGV[3], 1, 12)
+        if string.find(v .. ',', ',' .. seq .. ',', 1, true) then return {0, gen} end
+        if ARGV[4] ~= '1' then
+            local rest = string.sub(v, #gen + 1) .. ',' .. seq
+            if #rest > 52 then rest = string.sub(rest, -52) end
+            redis.call('hset', KEYS[1], ARGV[2], tonumber(h[1]) + 1, genf, gen .. rest)
+            redis.call('pexpire', KEYS[1], ARGV[1])
+            return {0, gen}
+        end
+        -- The client holds nothing, so our field here is not a hold to re-enter.
+        -- An older generation is a leftover of an earlier attempt or hold whose
+        -- abort or release has not arrived yet: replace it (new token, count 1),
+        -- or the new hold would get no token and could never be released. A
+        -- newer one means this request is the late copy: it must not grant.
+        if #gen == 32 and tonumber(string.sub(gen, 1, 12), 16) > tonumber(seq, 16) then
+            redis.call('set', KEYS[2], 'x', 'px', ARGV[1])
+            return -3
+        end
+        redis.call('hdel', KEYS[1], ARGV[2], genf)
+        if redis.call('exists', KEYS[1]) == 1 then return redis.call('pttl', KEYS[1]) end
+    elseif redis.call('exists', KEYS[1]) == 1 then
+        return redis.call('pttl', KEYS[1])
     end
-    -- The client holds nothing, so our field here is not a hold to re-enter.
-    -- An older generation is a leftover of an earlier attempt or hold whose
-    -- abort or release has not arrived yet: replace it (new token, count 1),
-    -- or the new hold would get no token and could never be released. A
-    -- newer one means this request is the late copy: it must not grant.
-    if #gen == 32 and tonumber(string.sub(gen, 1, 12), 16) > tonumber(seq, 16) then
-        redis.call('set', KEYS[2], 'x', 'px', ARGV[1])
-        return -3
-    end
-    redis.call('hdel', KEYS[1], ARGV[2], genf)
-    if redis.call('exists', KEYS[1]) == 1 then return redis.call('pttl', KEYS[1]) end
 end
 redis.call('hset', KEYS[1], ARGV[2], 1, genf, ARGV[3])
 redis.call('pexpire', KEYS[1], ARGV[1])

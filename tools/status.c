@@ -21,7 +21,7 @@ static void *probe_main(void *arg)
 {
     probe *p = arg;
 
-    p->rc = redlock_lock_inspect(p->lock, p->member, &p->st);
+    p->rc = redlock_lock_inspect_holders(p->lock, p->member, &p->st, p->fields, STATUS_FIELDS);
     if (p->rc != REDLOCK_OK) {
         snprintf(p->error, sizeof(p->error), "%s", redlock_last_error());
         return NULL;

@@ -14,10 +14,8 @@
 /* The holder fields listed per node: a read-write lock has one per reader. */
 #define STATUS_FIELDS 16
 
-typedef struct status_field {
-    char name[160];           /* the size of redlock_member_state.holder */
-    int64_t count;            /* its hold count */
-} status_field;
+/* A holder field and its count, as the library lists them. */
+typedef redlock_holder_info status_field;
 
 /* One member's state. Members are read in parallel, one thread each, so a
  * frozen node costs one inspection timeout in total rather than one per

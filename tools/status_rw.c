@@ -16,20 +16,16 @@
 #include "status.h"
 
 /*
- * redlock_lock_inspect() names a node's first holder field and counts the
- * others (st.holders) without naming them, so one field per node is
- * listed and the rest is reported as not listed. On a node the fields
- * come in the order the holds were taken, so the first one of a write
- * hold is the writer's.
+ * redlock_lock_inspect_holders() filled p->fields with up to STATUS_FIELDS
+ * of the node's holder fields; st.holders says how many there are, and
+ * the rest is reported as not listed.
  */
 void status_list_fields(probe *p)
 {
     p->n_fields = 0;
-    if (!p->st.reachable || !p->st.exists || !p->st.holder[0])
+    if (!p->st.reachable || !p->st.exists)
         return;
-    snprintf(p->fields[0].name, sizeof(p->fields[0].name), "%s", p->st.holder);
-    p->fields[0].count = p->st.hold_count;
-    p->n_fields = 1;
+    p->n_fields = p->st.holders < STATUS_FIELDS ? p->st.holders : STATUS_FIELDS;
 }
 
 static int is_writer(const char *field)
@@ -53,14 +49,14 @@ static void add_field(rw_view *v, const status_field *f)
     size_t k;
 
     for (k = 0; k < v->n_holders; k++)
-        if (strcmp(v->holders[k].field, f->name) == 0)
+        if (strcmp(v->holders[k].field, f->field) == 0)
             break;
     if (k == v->n_holders) {
         if (k == sizeof(v->holders) / sizeof(v->holders[0]))
             return;
         v->n_holders++;
-        v->holders[k].field = f->name;
-        v->holders[k].writer = is_writer(f->name);
+        v->holders[k].field = f->field;
+        v->holders[k].writer = is_writer(f->field);
     }
     v->holders[k].nodes++;
     if (f->count > v->holders[k].count)
@@ -98,7 +94,7 @@ void status_rw_decide(const probe *p, size_t n, int quorum, rw_view *v)
 
 void status_rw_text(const rw_view *v, size_t n, int quorum)
 {
-    char field[4 * sizeof(((status_field *)0)->name) + 1];
+    char field[4 * sizeof(((status_field *)0)->field) + 1];
     size_t i;
 
     if (!v->mode)
@@ -127,9 +123,9 @@ void status_rw_node_json(const probe *p)
     printf(",\"holder_list\":[");
     for (j = 0; j < p->n_fields; j++) {
         printf("%s{\"field\":", j ? "," : "");
-        cli_json_string(p->fields[j].name);
+        cli_json_string(p->fields[j].field);
         printf(",\"count\":%lld,\"writer\":%s}", (long long)p->fields[j].count,
-               is_writer(p->fields[j].name) ? "true" : "false");
+               is_writer(p->fields[j].field) ? "true" : "false");
     }
     printf("]");
 }

@@ -685,6 +685,19 @@ typedef struct redlock_member_state {
 REDLOCK_EXTERN int redlock_lock_inspect(redlock_lock *lock, size_t member,
                                         redlock_member_state *out);
 
+/* One holder field of a lock on one member (a read-write lock has one per
+ * reader; a writer's ends in ":write"). */
+typedef struct redlock_holder_info {
+    char field[160];             /* "<uuid>:<owner>[:write]" */
+    int64_t count;               /* its hold count */
+} redlock_holder_info;
+
+/* redlock_lock_inspect() that also lists up to cap of the member's holder
+ * fields in holders (out->holders says how many there are). Thread-safe. */
+REDLOCK_EXTERN int redlock_lock_inspect_holders(redlock_lock *lock, size_t member,
+                                                redlock_member_state *out,
+                                                redlock_holder_info *holders, size_t cap);
+
 /*
  * Who holds a lock, as a fresh hold with holder_facts wrote it on one
  * member (see redlock_lock_options.holder_facts). found is set only when
@@ -761,6 +774,8 @@ REDLOCK_EXTERN int redlock_semaphore_new(redlock_client *client, const char *nam
 REDLOCK_EXTERN void redlock_semaphore_free(redlock_semaphore *sem);
 REDLOCK_EXTERN const char *redlock_semaphore_name(const redlock_semaphore *sem);
 REDLOCK_EXTERN int redlock_semaphore_limit(const redlock_semaphore *sem);
+/* The grants a permit needs (the safe quorum above, or opts.quorum). */
+REDLOCK_EXTERN int redlock_semaphore_quorum(const redlock_semaphore *sem);
 
 /* on_lost for permits acquired from now on; its lock argument is the
  * permit's redlock_permit_lock(), to compare only. NULL clears it. */

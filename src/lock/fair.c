@@ -53,7 +53,9 @@ static int on_ticket(void *ud, size_t batch, size_t call, int err, const char *m
     t->answered++;
     if (v > t->best)
         t->best = v;
-    return 0;
+    /* A quorum's answers are enough (any later waiter's quorum meets it),
+     * so a frozen minority does not hold the waiter up. */
+    return t->answered >= t->l->quorum;
 }
 
 int redlock__fair_ticket(redlock_lock *l, int64_t lease_ms, char out[24])

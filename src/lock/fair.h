@@ -5,9 +5,9 @@
 
 #include "lock/internal.h"
 
-/* A waiter's ticket in decimal: the largest candidate of every member that
- * answered within a node timeout, if a quorum did (else REDLOCK_ENO_QUORUM
- * with the reason in redlock_last_error()). */
+/* A waiter's ticket in decimal: the largest candidate of the first quorum
+ * of members to answer within a node timeout (else REDLOCK_ENO_QUORUM with
+ * the reason in redlock_last_error()). */
 int redlock__fair_ticket(redlock_lock *l, int64_t lease_ms, char out[24]);
 
 #endif

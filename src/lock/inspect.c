@@ -24,6 +24,8 @@ typedef struct inspect_ctx {
     redlock_member_state *states;
     const char *field;          /* owner field to count, or NULL */
     int64_t *owner_count;       /* per member: holds of field */
+    redlock_holder_info *list;  /* the one member's holder fields, or NULL */
+    size_t cap;
 } inspect_ctx;
 
 static int fill_inspect(void *ud, size_t m, const char **argv, char **owned,
@@ -65,6 +67,10 @@ static void read_state(inspect_ctx *x, size_t m, const redisReply *r)
             redlock__copy_msg(st->holder, sizeof(st->holder), f->str);
             st->hold_count = redlock__reply_i64(ir.pairs[2 * i + 1]);
         }
+        if (x->list && i < x->cap) {
+            redlock__copy_msg(x->list[i].field, sizeof(x->list[i].field), f->str);
+            x->list[i].count = redlock__reply_i64(ir.pairs[2 * i + 1]);
+        }
         if (x->field && strcmp(f->str, x->field) == 0)
             x->owner_count[m] = redlock__reply_i64(ir.pairs[2 * i + 1]);
     }
@@ -91,13 +97,15 @@ static int64_t inspect_timeout_ns(const redlock_client *c)
            REDLOCK__NS_PER_MS;
 }
 
-/* Reads every member (or only `only` when it is < n). */
-static int inspect_members(redlock_lock *l, size_t only, const char *field,
-                           redlock_member_state *states, int64_t *owner_count)
+/* Reads every member (or only `only` when it is < n), listing the holder
+ * fields of `only` into list (cap entries) when list is not NULL. */
+static int inspect_members_as(redlock_lock *l, size_t only, const char *field,
+                              redlock_member_state *states, int64_t *owner_count,
+                              redlock_holder_info *list, size_t cap)
 {
     redlock_client *c = l->client;
     unsigned char include[REDLOCK__MAX_NODES];
-    inspect_ctx x = {l, NULL, states, field, owner_count};
+    inspect_ctx x = {l, NULL, states, field, owner_count, list, cap};
     redlock__plan p;
     size_t m;
     int rc;
@@ -117,6 +125,18 @@ static int inspect_members(redlock_lock *l, size_t only, const char *field,
     redlock__fanout(c, p.batches, p.nb, on_inspect_reply, &x);
     redlock__plan_free(&p);
     return REDLOCK_OK;
+}
+
+static int inspect_members(redlock_lock *l, size_t only, const char *field,
+                           redlock_member_state *states, int64_t *owner_count)
+{
+    return inspect_members_as(l, only, field, states, owner_count, NULL, 0);
+}
+
+static int inspect_members_listing(redlock_lock *l, size_t member, redlock_member_state *states,
+                                   redlock_holder_info *list, size_t cap)
+{
+    return inspect_members_as(l, member, NULL, states, NULL, list, cap);
 }
 
 static int cmp_desc(const void *a, const void *b)
@@ -250,17 +270,23 @@ int redlock_remaining_ttl(redlock_lock *l, int64_t *ttl_ms)
     return redlock_remaining_ttl_as(l, redlock__gettid(), ttl_ms);
 }
 
-int redlock_lock_inspect(redlock_lock *l, size_t member, redlock_member_state *out)
+int redlock_lock_inspect_holders(redlock_lock *l, size_t member, redlock_member_state *out,
+                                 redlock_holder_info *holders, size_t cap)
 {
     redlock_member_state st[REDLOCK__MAX_NODES];
     int rc;
 
-    if (!l || !out || member >= l->n)
-        return redlock__fail(REDLOCK_EINVAL, "member index out of range");
-    if ((rc = inspect_members(l, member, NULL, st, NULL)) != REDLOCK_OK)
+    if (!l || !out || member >= l->n || (cap && !holders))
+        return redlock__fail(REDLOCK_EINVAL, "member index out of range or NULL holders");
+    if ((rc = inspect_members_listing(l, member, st, holders, cap)) != REDLOCK_OK)
         return rc;
     *out = st[member];
     return REDLOCK_OK;
+}
+
+int redlock_lock_inspect(redlock_lock *l, size_t member, redlock_member_state *out)
+{
+    return redlock_lock_inspect_holders(l, member, out, NULL, 0);
 }
 
 typedef struct force_ctx {

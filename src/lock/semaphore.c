@@ -124,6 +124,11 @@ int redlock_semaphore_limit(const redlock_semaphore *s)
     return s ? s->limit : 0;
 }
 
+int redlock_semaphore_quorum(const redlock_semaphore *s)
+{
+    return s ? s->probe->quorum : 0;
+}
+
 void redlock_semaphore_set_on_lost(redlock_semaphore *s, redlock_on_lost_fn fn, void *ud)
 {
     if (!s)

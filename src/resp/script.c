@@ -10,7 +10,7 @@
 
 /* Indexed by redlock__script_id; test_script checks it against lua/. */
 const redlock__script_shape redlock__script_shapes[REDLOCK__SCRIPT_COUNT] = {
-    [REDLOCK__SCRIPT_ACQUIRE] = {2, 1, 4},
+    [REDLOCK__SCRIPT_ACQUIRE] = {2, 1, 5},
     [REDLOCK__SCRIPT_RENEW] = {1, 0, 2},
     [REDLOCK__SCRIPT_RELEASE] = {3, 0, 5},
     [REDLOCK__SCRIPT_ABORT] = {3, 0, 3},
@@ -61,7 +61,7 @@ redlock__script_call redlock__script_acquire(const char **argv, const redlock__a
     case REDLOCK__KIND_WRITE: {
         const char *keys[] = {a->name, a->mark_key, a->aux_key, a->token_key};
         const char *args[] = {a->lease_ms, a->field, a->request_id, a->fresh_only,
-                              a->writer_wait_ms};
+                              a->writer_wait_ms ? a->writer_wait_ms : "0"};
 
         return place(argv, REDLOCK__SCRIPT_RW_WRITE_ACQUIRE, a->token_key ? 4 : 3, keys, args);
     }
@@ -82,7 +82,8 @@ redlock__script_call redlock__script_acquire(const char **argv, const redlock__a
     }
     default: {
         const char *keys[] = {a->name, a->mark_key, a->token_key};
-        const char *args[] = {a->lease_ms, a->field, a->request_id, a->fresh_only};
+        const char *args[] = {a->lease_ms, a->field, a->request_id, a->fresh_only,
+                              a->writer_wait_ms ? a->writer_wait_ms : "0"};
 
         return place(argv, REDLOCK__SCRIPT_ACQUIRE, a->token_key ? 3 : 2, keys, args);
     }

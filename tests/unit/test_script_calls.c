@@ -71,15 +71,16 @@ START_TEST(builders_place_every_argument)
 {
     const char *argv[REDLOCK__SCRIPT_MAX_ARGS];
     redlock__acquire_args acq = {.name = "n", .mark_key = "mark", .token_key = "token", .lease_ms = "30000",
-                                 .field = "f", .request_id = "rid", .fresh_only = "1"};
+                                 .field = "f", .request_id = "rid", .fresh_only = "1",
+                                 .writer_wait_ms = "w"};
     redlock__release_args rel = {.name = "n", .channel = "chan", .mark_key = "mark", .message = "0",
                                  .lease_ms = "30000", .field = "f", .drop_all = "1", .gens = "g1,g2"};
 
     expect_call(redlock__script_acquire(argv, &acq), REDLOCK__SCRIPT_ACQUIRE, 3, argv,
-                (const char *[]){"n", "mark", "token", "30000", "f", "rid", "1"});
+                (const char *[]){"n", "mark", "token", "30000", "f", "rid", "1", "w"});
     acq.token_key = NULL;
     expect_call(redlock__script_acquire(argv, &acq), REDLOCK__SCRIPT_ACQUIRE, 2, argv,
-                (const char *[]){"n", "mark", "30000", "f", "rid", "1"});
+                (const char *[]){"n", "mark", "30000", "f", "rid", "1", "w"});
     expect_call(redlock__script_release(argv, &rel), REDLOCK__SCRIPT_RELEASE, 3, argv,
                 (const char *[]){"n", "chan", "mark", "0", "30000", "f", "1", "g1,g2"});
     /* An abort reads only the first three arguments of a release. */

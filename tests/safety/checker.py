@@ -11,8 +11,9 @@ A hold's critical section is [ae, min(rb, vend)]: from the moment acquire
 returned to the moment the worker stopped acting (before unlock) or its
 own claimed validity ran out, whichever came first. Two critical sections
 of one name that overlap are a violation of mutual exclusion, unless both
-are read holds of a read-write lock; permits of a semaphore of K violate it
-when more than K are open at once (kinds.py).
+are read holds of a read-write lock (a fair lock's holds are the plain
+lock's); permits of a semaphore of K violate it when more than K are open
+at once (kinds.py).
 
 Prints detail lines starting with "#" and, last, one summary line. Exits 1
 when a safety property fails (for the unsafe-by-design case: never because
@@ -38,7 +39,8 @@ class Hold:
                  "kind")
 
     def __init__(self, f, kind="M"):
-        # M the plain lock; R, W a read or write hold; P<K> a permit.
+        # M the plain lock; R, W a read or write hold; F a fair lock's
+        # hold; P<K> a permit.
         self.kind = kind
         self.worker = int(f[1])
         self.name = f[2]
@@ -292,7 +294,7 @@ def token_decreases(holds):
     by_name = defaultdict(list)
     for h in holds:
         # Read holds and permits carry no token.
-        if h.kind in ("M", "W"):
+        if h.kind in kinds.FENCED:
             by_name[h.name].append(h)
     for hs in by_name.values():
         by_end = sorted(hs, key=lambda h: h.ae)
@@ -643,7 +645,7 @@ def main():
     decreases = token_decreases(holds)
     for a, b in decreases[:5]:
         print(f"# TOKEN DECREASE on {b.name}: {a} then {b}")
-    missing_token = [h for h in holds if h.token == 0 and h.kind in ("M", "W")]
+    missing_token = [h for h in holds if h.token == 0 and h.kind in kinds.FENCED]
     if missing_token:
         problems.append(f"{len(missing_token)} holds without a fencing token")
 

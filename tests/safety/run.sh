@@ -12,14 +12,15 @@
 #
 # Nemeses: none freeze1 freeze2 freeze3 kill_aof aof_freeze kill_nopersist
 # netem clock clock_far pause_holder soak failover_acks failover_noacks, and
-# rw_freeze rw_kill_aof sem_freeze sem_kill_aof (read-write lock and
-# semaphore workers under the freeze2 / freeze1 / kill_aof faults).
+# rw_freeze rw_kill_aof sem_freeze sem_kill_aof fair_freeze fair_kill_aof
+# (read-write lock, semaphore and fair lock workers under the freeze2,
+# freeze1 and kill_aof faults).
 # The failover cases run on Sentinel-managed groups (scripts/rig start
 # --sentinel G) instead of 5 plain nodes. REDLOCK_SAFETY_SECONDS overrides
 # the duration (default 25 s, soak 60 s, failover_acks 40 s,
-# failover_noacks 30 s, the rw_ and sem_ cases 20 s). Exit status: 0 pass,
-# 1 violation or failed check, 77 skipped (netem without CAP_NET_ADMIN),
-# 2 harness error.
+# failover_noacks 30 s, the rw_, sem_ and fair_ cases 20 s). Exit status:
+# 0 pass, 1 violation or failed check, 77 skipped (netem without
+# CAP_NET_ADMIN), 2 harness error.
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
@@ -42,10 +43,10 @@ done
 case "$nemesis" in
   none|freeze1|freeze2|freeze3|kill_aof|aof_freeze|kill_nopersist|netem|clock|clock_far|pause_holder|soak) ;;
   failover_acks|failover_noacks) ;;
-  rw_freeze|rw_kill_aof|sem_freeze|sem_kill_aof) ;;
+  rw_freeze|rw_kill_aof|sem_freeze|sem_kill_aof|fair_freeze|fair_kill_aof) ;;
   *) echo "run.sh: --nemesis must be one of none freeze1 freeze2 freeze3 kill_aof aof_freeze" \
        "kill_nopersist netem clock clock_far pause_holder soak failover_acks failover_noacks" \
-       "rw_freeze rw_kill_aof sem_freeze sem_kill_aof" >&2; exit 2;;
+       "rw_freeze rw_kill_aof sem_freeze sem_kill_aof fair_freeze fair_kill_aof" >&2; exit 2;;
 esac
 [ -x "$worker_bin" ] || { echo "run.sh: --worker must name the safety_worker binary" >&2; exit 2; }
 if [[ "$nemesis" = clock* ]] && [ ! -f "$fastclock" ]; then
@@ -54,7 +55,7 @@ fi
 if [ -z "$seconds" ]; then
   case "$nemesis" in
     soak) default=60;; failover_acks) default=40;; failover_noacks) default=30;;
-    rw_*|sem_*) default=20;;
+    rw_*|sem_*|fair_*) default=20;;
     *) default=25;;
   esac
   seconds=${REDLOCK_SAFETY_SECONDS:-$default}
@@ -142,7 +143,7 @@ rig_do() {
 # storage node after them.
 rig_nodes=5 rig_opts=() groups=0
 case "$nemesis" in
-  kill_aof|aof_freeze|soak|rw_kill_aof|sem_kill_aof) rig_opts+=(--aof);;
+  kill_aof|aof_freeze|soak|rw_kill_aof|sem_kill_aof|fair_kill_aof) rig_opts+=(--aof);;
   netem) rig_nodes=3;;
   failover_acks) groups=3;;
   failover_noacks) groups=1;;
@@ -293,8 +294,8 @@ case "$nemesis" in
   # Shorter holds than the plain lock's cases, so that these shorter cases
   # still take a few hundred holds; one in eight still lasts up to 1.5 s,
   # through a few watchdog renewals.
-  rw_*|sem_*) wargs+=(--mode mixed --lease-ms 2000 --hold-min-ms 5 --hold-max-ms 120
-                      --long-hold-ms 1500 --wait-max-ms 600);;
+  rw_*|sem_*|fair_*) wargs+=(--mode mixed --lease-ms 2000 --hold-min-ms 5 --hold-max-ms 120
+                             --long-hold-ms 1500 --wait-max-ms 600);;
   *) wargs+=(--mode mixed --lease-ms 2000 --hold-min-ms 5 --hold-max-ms 300 --long-hold-ms 2500
              --wait-max-ms 600);;
 esac
@@ -303,8 +304,11 @@ esac
 # Semaphores: one of 2 permits per hold, on two names, so that four
 # workers compete for each name's two permits. Their names differ from
 # the plain lock's: a semaphore's key is a string, a lock's a hash.
+# Fair locks: the plain lock's hash plus the queue, on three names of
+# their own (eight workers, so waiters queue behind each other).
 case "$nemesis" in
   rw_*) names="rw-a,rw-b,rw-c"; wargs+=(--kind mixed);;
+  fair_*) names="fair-a,fair-b,fair-c"; wargs+=(--kind fair);;
   sem_*) names="sem-a,sem-b"; wargs+=(--permits 2);;
 esac
 
@@ -710,13 +714,13 @@ case "$nemesis" in
   freeze2) freeze_loop 2 300 1500 300 1000;;
   freeze3) freeze_loop 3 1500 3000 1000 2000;;
   kill_aof) restart_loop 1 1500 3000;;
-  # A read-write lock needs a majority, as the plain lock: 2 of 5 frozen
-  # leave exactly one. A semaphore of 2 permits on 5 nodes needs 4 grants
+  # A read-write or fair lock needs a majority, as the plain lock: 2 of 5
+  # frozen leave exactly one. A semaphore of 2 permits on 5 nodes needs 4 grants
   # (q > K*N/(K+1)): 1 frozen node leaves exactly that, 2 would leave it
   # unavailable and only test refusals.
-  rw_freeze) freeze_loop 2 300 1500 300 1000;;
+  rw_freeze|fair_freeze) freeze_loop 2 300 1500 300 1000;;
   sem_freeze) freeze_loop 1 300 1500 300 1000;;
-  rw_kill_aof|sem_kill_aof) restart_loop 1 1500 3000;;
+  rw_kill_aof|sem_kill_aof|fair_kill_aof) restart_loop 1 1500 3000;;
   aof_freeze) aof_freeze_loop;;
   kill_nopersist)
     sleep_ms "$(rand_ms 2000 4000)"

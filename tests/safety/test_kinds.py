@@ -1,9 +1,9 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: BSD-3-Clause
-"""The checker's rules for read-write locks and semaphores, on records made
-up here: each case writes worker logs, runs checker.py on them and reads
-its verdict, so a rule that stopped counting (or started counting what it
-must not) fails here without a rig. The rules themselves: kinds.py."""
+"""The checker's rules for read-write locks, fair locks and semaphores, on
+records made up here: each case writes worker logs, runs checker.py on them
+and reads its verdict, so a rule that stopped counting (or started counting
+what it must not) fails here without a rig. The rules themselves: kinds.py."""
 import os
 import subprocess
 import sys
@@ -14,10 +14,12 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 MS = 1_000_000
 
 
-def hold(worker, name, ae_ms, end_ms, kind=None, token=0, acks=None, mode="lease"):
-    """One H record: acquired at ae_ms, released at end_ms, its validity
-    confirmed well past the release (so the release ends the section)."""
-    ab, ae, rb = (ae_ms - 1) * MS, ae_ms * MS, end_ms * MS
+def hold(worker, name, ae_ms, end_ms, kind=None, token=0, acks=None, mode="lease", ab_ms=None):
+    """One H record: acquired at ae_ms (the call begun at ab_ms, 1 ms before
+    unless given), released at end_ms, its validity confirmed well past the
+    release (so the release ends the section)."""
+    ab = (ae_ms - 1 if ab_ms is None else ab_ms) * MS
+    ae, rb = ae_ms * MS, end_ms * MS
     f = ["H", worker, name, 0, mode, ab, ae, token, rb + 500 * MS, rb, rb + MS, "REDLOCK_OK", 0,
          "REDLOCK_OK", 0, "GGGGG/GGGGG", ab]
     if acks is not None:
@@ -27,8 +29,11 @@ def hold(worker, name, ae_ms, end_ms, kind=None, token=0, acks=None, mode="lease
     return " ".join(map(str, f))
 
 
-def fail(worker, name, ab_ms, kind=None):
-    f = ["F", worker, name, ab_ms * MS, (ab_ms + 100) * MS, 100, "REDLOCK_ETIMEOUT", ab_ms * MS]
+def fail(worker, name, ab_ms, kind=None, wait_ms=100, took_ms=100):
+    """One F record: an attempt begun at ab_ms with a wait of wait_ms that
+    returned took_ms later."""
+    f = ["F", worker, name, ab_ms * MS, (ab_ms + took_ms) * MS, wait_ms, "REDLOCK_ETIMEOUT",
+         ab_ms * MS]
     if kind is not None:
         f.append(kind)
     return " ".join(map(str, f))
@@ -88,6 +93,84 @@ class ReadWrite(unittest.TestCase):
         rc, _, out = check([(1, hold(1, "n", 1000, 1100, "R"))], nemesis="rw_freeze")
         self.assertEqual(rc, 1, out)
         self.assertIn("read-write rule was not exercised", out)
+
+
+class Fair(unittest.TestCase):
+    """A fair hold is a plain hold: the plain lock's rules, unchanged."""
+
+    def test_fair_holds_must_not_overlap(self):
+        rc, s, out = check([(1, hold(1, "f", 1000, 2000, "F", token=7)),
+                            (2, hold(2, "f", 1999, 2500, "F", token=8))], nemesis="fair_freeze")
+        self.assertEqual((rc, s["violations"]), (1, "1"), out)
+        self.assertIn("OVERLAP on f", out)
+
+    def test_a_fair_hold_excludes_a_plain_one(self):
+        rc, s, out = check([(1, hold(1, "f", 1000, 2000, "F", token=7)),
+                            (2, hold(2, "f", 1500, 2500, token=8))])
+        self.assertEqual((rc, s["violations"]), (1, "1"), out)
+
+    def test_tokens_must_rise(self):
+        rc, s, out = check([(1, hold(1, "f", 1000, 1100, "F", token=9)),
+                            (2, hold(2, "f", 1200, 1300, "F", token=9)),
+                            (3, hold(3, "f", 1400, 1500, "F", token=8))], nemesis="fair_freeze")
+        self.assertEqual((rc, s["violations"], s["token_decreases"]), (1, "0", "2"), out)
+        self.assertIn("TOKEN DECREASE on f", out)
+
+    def test_fair_holds_need_tokens(self):
+        rc, _, out = check([(1, hold(1, "f", 1000, 1100, "F", token=3)),
+                            (2, hold(2, "f", 1200, 1300, "F"))], nemesis="fair_freeze")
+        self.assertEqual(rc, 1, out)
+        self.assertIn("1 holds without a fencing token", out)
+
+    def test_served_in_turn_passes_and_is_reported(self):
+        rc, s, out = check([(1, hold(1, "f", 1000, 1100, "F", token=3)),
+                            (2, hold(2, "f", 1200, 1300, "F", token=4)),
+                            (2, hold(2, "f", 1400, 1500, "F", token=5)),
+                            (3, fail(3, "f", 1600, "F"))], nemesis="fair_kill_aof")
+        self.assertEqual((rc, s["violations"], s["acquisitions"]), (0, "0", "3"), out)
+        self.assertIn("acquisitions per worker max 2 (worker 2), min 0 (worker 3) over 3 workers",
+                      out)
+        self.assertIn("availability per worker 0.000..1.000", out)
+        self.assertIn("of 4 attempts, overtaken by a later one granted while they waited: "
+                      "0 begun > 100 ms later, 0 begun > 300 ms later", out)
+
+    def test_a_later_arrival_granted_first_is_counted(self):
+        # On f, worker 1 waits 1000..1900 ms; worker 2 begins 200 ms after
+        # it and is granted at 1301: overtaken at the 100 ms margin only.
+        # Worker 3 begins 50 ms after worker 1, too soon to tell who queued
+        # first. On g, worker 5 waits 1000..1900 and worker 4, begun 350 ms
+        # after it, is granted at 1601: overtaken at both margins.
+        rc, s, out = check([(1, hold(1, "f", 1900, 2000, "F", token=5, ab_ms=1000)),
+                            (2, hold(2, "f", 1301, 1340, "F", token=4, ab_ms=1200)),
+                            (3, hold(3, "f", 1201, 1250, "F", token=3, ab_ms=1050)),
+                            (5, hold(5, "g", 1900, 2000, "F", token=5, ab_ms=1000)),
+                            (4, hold(4, "g", 1601, 1640, "F", token=4, ab_ms=1350))],
+                           nemesis="fair_freeze")
+        self.assertEqual((rc, s["violations"]), (0, "0"), out)
+        self.assertIn("of 5 attempts, overtaken by a later one granted while they waited: "
+                      "2 begun > 100 ms later, 1 begun > 300 ms later", out)
+
+    def test_a_waiter_past_its_deadline_is_not_overtaken(self):
+        # Worker 1 waits 200 ms from 1000 but returns only at 1500 (its
+        # last try overran under a freeze); worker 2, begun at 1350, after
+        # that deadline, is not counted; worker 3, begun at 1150 and
+        # granted at 1190, within it, is.
+        rc, s, out = check([(1, fail(1, "f", 1000, "F", wait_ms=200, took_ms=500)),
+                            (2, hold(2, "f", 1401, 1450, "F", token=4, ab_ms=1350))],
+                           nemesis="fair_freeze")
+        self.assertEqual(rc, 0, out)
+        self.assertIn("of 2 attempts, overtaken by a later one granted while they waited: "
+                      "0 begun > 100 ms later", out)
+        rc, s, out = check([(1, fail(1, "f", 1000, "F", wait_ms=200, took_ms=500)),
+                            (3, hold(3, "f", 1190, 1250, "F", token=4, ab_ms=1150))],
+                           nemesis="fair_freeze")
+        self.assertIn("of 2 attempts, overtaken by a later one granted while they waited: "
+                      "1 begun > 100 ms later", out)
+
+    def test_a_case_needs_fair_holds(self):
+        rc, _, out = check([(1, hold(1, "n", 1000, 1100, token=3))], nemesis="fair_freeze")
+        self.assertEqual(rc, 1, out)
+        self.assertIn("fair lock was not exercised", out)
 
 
 class Semaphore(unittest.TestCase):

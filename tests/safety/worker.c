@@ -3,8 +3,9 @@
  * safety_worker: one contending process of the safety harness.
  *
  * It takes fencing locks on a 5-node rig through the public API only (or,
- * with --kind, read and write holds of read-write locks; with --permits K,
- * permits of semaphores of K: worker_kinds.c) and
+ * with --kind read|write|mixed, read and write holds of read-write locks;
+ * with --kind fair, fair locks; with --permits K, permits of semaphores of
+ * K: worker_kinds.c) and
  * records, on CLOCK_MONOTONIC (shared by every process on the machine),
  * everything the checker needs to judge mutual exclusion afterwards (its
  * nodes may also be Sentinel-managed groups, redis-sentinel:// URIs, each
@@ -21,6 +22,7 @@
  *                                                  with --replica-acks; "-":
  *                                                  none reported)
  *     [kind]                                       R read hold, W write hold,
+ *                                                  F a fair lock's hold,
  *                                                  P<K> a permit of K (absent:
  *                                                  the plain lock)
  *   A worker name want t                           still wanting name when
@@ -185,11 +187,14 @@ static void fenced_write(worker *w, slot *s, int64_t seq, int k, uint64_t token,
 }
 
 /* What the next hold is: the worker's --kind (a random side each time for
- * "mixed"), a permit for --permits, the plain lock otherwise. */
+ * "mixed", a fair lock's hold for "fair"), a permit for --permits, the
+ * plain lock otherwise. */
 static hold_kind next_kind(worker *w)
 {
     if (w->cfg.permits > 0)
         return KIND_PERMIT;
+    if (w->cfg.fair)
+        return KIND_FAIR;
     switch (w->cfg.rw) {
     case RW_READ: return KIND_READ;
     case RW_WRITE: return KIND_WRITE;
@@ -387,7 +392,7 @@ static void usage(void)
             "         [--long-hold-ms H] [--step-ms S] [--sample-ms S] [--ready-file F]\n"
             "         [--stop-file F] [--unchecked] [--stick]\n"
             "         [--replica-acks K] [--replica-timeout-ms T]\n"
-            "         [--kind read|write|mixed | --permits K]\n"
+            "         [--kind read|write|mixed|fair | --permits K]\n"
             "       safety_worker --now\n");
 }
 
@@ -447,7 +452,9 @@ static int parse_args(config *c, int argc, char **argv)
         case 'A': c->replica_acks = atoi(optarg); break;
         case 'W': c->replica_timeout_ms = atoi(optarg); break;
         case 'k':
-            c->rw = !strcmp(optarg, "read") ? RW_READ
+            c->fair = !strcmp(optarg, "fair");
+            c->rw = c->fair ? RW_NONE
+                    : !strcmp(optarg, "read") ? RW_READ
                     : !strcmp(optarg, "write") ? RW_WRITE
                     : !strcmp(optarg, "mixed") ? RW_MIXED : (rw_choice)-1;
             break;
@@ -459,7 +466,7 @@ static int parse_args(config *c, int argc, char **argv)
         (int)c->mode < 0 || c->lease_ms <= 0 || c->step_ms <= 0 || c->sample_ms <= 0 ||
         c->hold_max_ms < c->hold_min_ms || c->wait_max_ms < 0 || c->duration_ms < 0 ||
         c->replica_acks < -1 || c->replica_timeout_ms < 0 || (int)c->rw < 0 ||
-        c->permits < 0 || (c->permits > 0 && c->rw != RW_NONE))
+        c->permits < 0 || (c->permits > 0 && (c->rw != RW_NONE || c->fair)))
         return -1;
     return 0;
 }

@@ -21,14 +21,15 @@ typedef enum { MODE_LEASE, MODE_WATCHDOG, MODE_MIXED } lease_mode;
 typedef enum { ROLE_CONTEND, ROLE_VICTIM, ROLE_PROBE } worker_role;
 
 /* What one hold is. The plain lock is the default; a read-write worker
- * (--kind) takes KIND_READ and KIND_WRITE holds, a semaphore worker
+ * (--kind read|write|mixed) takes KIND_READ and KIND_WRITE holds, a fair
+ * lock worker (--kind fair) KIND_FAIR ones, a semaphore worker
  * (--permits K) KIND_PERMIT ones. */
-typedef enum { KIND_MUTEX, KIND_READ, KIND_WRITE, KIND_PERMIT } hold_kind;
+typedef enum { KIND_MUTEX, KIND_READ, KIND_WRITE, KIND_PERMIT, KIND_FAIR } hold_kind;
 /* --kind: what a read-write worker takes; RW_MIXED draws each time. */
 typedef enum { RW_NONE, RW_READ, RW_WRITE, RW_MIXED } rw_choice;
 
 typedef struct slot {
-    redlock_lock *lock;       /* the plain lock, or the write side */
+    redlock_lock *lock;       /* the plain or fair lock, or the write side */
     redlock_lock *read_lock;  /* the read side (read-write workers) */
     redlock_semaphore *sem;   /* semaphore workers */
     char name[64];
@@ -49,6 +50,7 @@ typedef struct config {
     worker_role role;
     lease_mode mode;
     rw_choice rw;
+    int fair;    /* --kind fair: REDLOCK_LOCK_FAIR handles, fencing on */
     int permits; /* > 0: a semaphore of this many permits per name */
     int64_t duration_ms;
     int64_t max_cycles;
@@ -123,8 +125,9 @@ int hold_release(holding *h, char *released, size_t cap);
 /* What each member answered to the acquire, and the replicas that
  * acknowledged each grant. */
 void hold_grants(const holding *h, char *grants, size_t gcap, char *acks, size_t acap);
-/* The kind as the records give it: "" for the plain lock, "R", "W", or
- * "P<limit>" (the limit lets the checker judge a semaphore by itself). */
+/* The kind as the records give it: "" for the plain lock, "R", "W", "F"
+ * (a fair lock), or "P<limit>" (the limit lets the checker judge a
+ * semaphore by itself). */
 void kind_tag(const worker *w, hold_kind kind, char *out, size_t cap);
 
 #endif

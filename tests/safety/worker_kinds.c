@@ -3,8 +3,9 @@
  * The kinds of hold a safety worker takes, through the public API only:
  * the plain lock (fencing), the two sides of a read-write lock (--kind:
  * the write side fencing, the read side without tokens, which the library
- * refuses for readers) and one permit of a semaphore (--permits K, no
- * tokens either: permits are shared).
+ * refuses for readers), the fair lock (--kind fair: the plain lock
+ * granted in ticket order, fencing as the plain lock) and one permit of a
+ * semaphore (--permits K, no tokens either: permits are shared).
  *
  * Each hold's critical section ends at the latest validity end the worker
  * itself confirmed (vend), so the confirmation must never report a
@@ -48,6 +49,12 @@ int slot_open(worker *w, slot *s, const redlock_lock_options *lo)
             rc = redlock_lock_new(w->client, s->name, &o, &s->read_lock);
         }
     } else {
+        /* A fair hold is a plain hold granted in queue order: same hash,
+         * same fencing, so the checker judges it as one. */
+        if (c->fair) {
+            o.kind = REDLOCK_LOCK_FAIR;
+            what = "fair lock";
+        }
         rc = redlock_lock_new(w->client, s->name, &o, &s->lock);
     }
     if (rc != REDLOCK_OK) {
@@ -140,7 +147,7 @@ int hold_acquire(worker *w, slot *s, hold_kind kind, int64_t wait_ms, int64_t le
 
 int hold_fenced(const holding *h)
 {
-    return h->kind == KIND_MUTEX || h->kind == KIND_WRITE;
+    return h->kind == KIND_MUTEX || h->kind == KIND_WRITE || h->kind == KIND_FAIR;
 }
 
 int hold_token(const holding *h, uint64_t *token)
@@ -217,6 +224,7 @@ void kind_tag(const worker *w, hold_kind kind, char *out, size_t cap)
     case KIND_READ: snprintf(out, cap, "R"); break;
     case KIND_WRITE: snprintf(out, cap, "W"); break;
     case KIND_PERMIT: snprintf(out, cap, "P%d", w->cfg.permits); break;
+    case KIND_FAIR: snprintf(out, cap, "F"); break;
     default: snprintf(out, cap, "%s", ""); break;
     }
 }

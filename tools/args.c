@@ -631,6 +631,7 @@ enum {
     O_REPLICA_TIMEOUT,
     O_SHARED,
     O_WRITE,
+    O_FAIR,
     O_PERMITS,
     O_PERMIT_COUNT
 };
@@ -659,8 +660,10 @@ static int parse_permits(const char *what, const char *v, int *out)
 static int exec_hold_check(cli_exec_opts *o)
 {
     if (o->permits && o->kind != REDLOCK_LOCK_MUTEX) {
-        cli_error("--permits", "takes permits of a semaphore; %s takes a side of a read-write "
-                  "lock: give one of them", o->kind == REDLOCK_LOCK_READ ? "--shared" : "--write");
+        cli_error("--permits", "takes permits of a semaphore; %s: give one of them",
+                  o->kind == REDLOCK_LOCK_READ    ? "--shared takes a side of a read-write lock"
+                  : o->kind == REDLOCK_LOCK_WRITE ? "--write takes a side of a read-write lock"
+                                                  : "--fair takes a fair lock");
         return CLI_EX_USAGE;
     }
     if (o->permit_count && !o->permits) {
@@ -711,6 +714,7 @@ int cli_parse_exec(cli_globals *g, int argc, char **argv, cli_exec_opts *o)
         {"replica-timeout", 0, 1, O_REPLICA_TIMEOUT},
         {"shared", 0, 0, O_SHARED},
         {"write", 0, 0, O_WRITE},
+        {"fair", 0, 0, O_FAIR},
         {"permits", 0, 1, O_PERMITS},
         {"permit-count", 0, 1, O_PERMIT_COUNT},
         {NULL, 0, 0, 0}};
@@ -804,12 +808,16 @@ int cli_parse_exec(cli_globals *g, int argc, char **argv, cli_exec_opts *o)
             o->replica_timeout_set = 1;
             break;
         case O_SHARED:
-        case O_WRITE: {
-            int kind = id == O_SHARED ? REDLOCK_LOCK_READ : REDLOCK_LOCK_WRITE;
+        case O_WRITE:
+        case O_FAIR: {
+            int kind = id == O_SHARED  ? REDLOCK_LOCK_READ
+                       : id == O_WRITE ? REDLOCK_LOCK_WRITE
+                                       : REDLOCK_LOCK_FAIR;
 
             if (o->kind != REDLOCK_LOCK_MUTEX && o->kind != kind) {
-                cli_error(id == O_SHARED ? "--shared" : "--write",
-                          "give --shared (a read hold) or --write (the write hold), not both");
+                cli_error(id == O_SHARED ? "--shared" : id == O_WRITE ? "--write" : "--fair",
+                          "give one of --shared (a read hold), --write (the write hold) "
+                          "and --fair (the fair lock)");
                 return CLI_EX_USAGE;
             }
             o->kind = kind;

@@ -203,7 +203,8 @@ enum cli_on_lost { CLI_LOST_TERM, CLI_LOST_KILL, CLI_LOST_IGNORE };
 
 /* The options of redlock exec. */
 typedef struct cli_exec_opts {
-    int kind;                 /* REDLOCK_LOCK_MUTEX; READ (--shared), WRITE (--write) */
+    int kind;                 /* REDLOCK_LOCK_MUTEX; READ (--shared), WRITE (--write),
+                               * FAIR (--fair) */
     int permits;              /* --permits K: hold permits of a semaphore; 0: a lock */
     int permit_count;         /* --permit-count P (1..K; 1 with --permits) */
     const char *name;

@@ -28,6 +28,9 @@ int cli_hold_new(cli_globals *g, redlock_client *c, const cli_exec_opts *o,
     case REDLOCK_LOCK_WRITE:
         h->what = "write hold";
         break;
+    case REDLOCK_LOCK_FAIR:
+        h->what = "fair lock";
+        break;
     default:
         h->what = "lock";
         break;

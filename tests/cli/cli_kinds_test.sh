@@ -364,5 +364,42 @@ case_permits_kill() {
   note "a SIGKILLed holder's permit came back after its lease ($t ms later)"
 }
 
+# Fair locks: three `exec --fair` waiters that queued one after another
+# behind a holder run in that order (each appends its tag to a file), a
+# waiter whose --wait ends leaves the queue on every node at once, and the
+# queue is empty when all are done.
+queue_len_min() {
+  local n=99 p l
+  for p in $PORTS; do
+    l=$(redis-cli -p "$p" LLEN "redisson_lock_queue:{fq}")
+    [ "$l" -lt "$n" ] && n=$l
+  done
+  echo "$n"
+}
+
+case_fair() {
+  rig_up
+  start_exec holder exec fq --fair -- sh -c 'touch "$1/held"; i=0; while [ ! -e "$1/go" ]; do i=$((i+1)); [ $i -le 400 ] || exit 4; sleep 0.05; done' sh "$WORK"
+  wait_until '[ -e "$WORK/held" ]' 20 || fail "the holder did not get the lock"
+  for w in w1 w2 w3; do
+    start_exec "$w" exec fq --fair --wait 30s -- sh -c 'echo "$1" >>"$2/order"' sh "$w" "$WORK"
+    want=${w#w}
+    # Each waiter is queued on every node before the next one starts.
+    wait_until '[ "$(queue_len_min)" -ge '"$want"' ]' 20 || fail "$w did not queue"
+  done
+  # A waiter that gives up leaves every queue at once.
+  start_exec quitter exec fq --fair --wait 1s -- true
+  wait_until '[ "$(queue_len_min)" -ge 4 ]' 20 || fail "the quitter did not queue"
+  expect_tracked quitter 75
+  wait_until '[ "$(queue_len_min)" -le 3 ]' 2 || fail "the quitter's place stayed in a queue"
+  touch "$WORK/go"
+  expect_tracked holder 0
+  for w in w1 w2 w3; do expect_tracked "$w" 0; done
+  [ "$(tr '\n' ' ' <"$WORK/order")" = "w1 w2 w3 " ] ||
+    fail "fair waiters ran out of order: $(tr '\n' ' ' <"$WORK/order")"
+  [ "$(keys_on_nodes "redisson_lock_queue:{fq}")" = 0 ] || fail "a queue was left behind"
+  note "three --fair waiters ran in arrival order; a waiter that gave up left the queue at once"
+}
+
 "case_$CASE"
 echo "PASS: cli_$CASE"

@@ -177,7 +177,7 @@ _redlock()
             words_="$opts -w --wait -N --nonblock --lease --on-lost --grace
                 --fencing --fair --unavailable-timeout -c --command -E
                 --conflict-exit-code --keep-secret-env --replica-acks
-                --replica-timeout --shared --write --permits --permit-count --"
+                --replica-timeout --shared --write --fair --permits --permit-count --"
         elif ((npos == 1)); then
             # After NAME: the command to run.
             mapfile -t COMPREPLY < <(compgen -c -- "$cur")

@@ -117,9 +117,12 @@ if redis.call('exists', KEYS[1]) == 1 then
         return redis.call('pttl', KEYS[1])
     end
 end
+-- Queue (or renew) before deciding who is first: a waiter whose ticket
+-- is smaller than the first one's must be first at once, or both could be
+-- refused while the lock is free, with nobody left to wake.
+enqueue()
 local first = first_waiter(KEYS[3], KEYS[4], KEYS[5], now)
 if first and first ~= ARGV[2] then
-    enqueue()
     local lapse = tonumber(redis.call('zscore', KEYS[4], first) or now)
     return math.max(math.min(lapse - now, tonumber(ARGV[6])), 0)
 end

@@ -19,6 +19,9 @@
 -- and still held (or a replay of that), 1 released. A release publishes
 -- to the first waiter whose place has not lapsed (lapsed places at the
 -- head leave first, as when acquiring), and to nobody when none waits.
+-- The releasing owner's own place, if one is left (a member where its
+-- grant did not take it out), goes too, so its acquire never waits for a
+-- separate leave.
 -- The first waiter whose place has not lapsed, dropping lapsed ones (as
 -- fair_acquire.lua decides it).
 local function first_waiter(queue, timeouts, tickets, now)
@@ -36,6 +39,18 @@ local function first_waiter(queue, timeouts, tickets, now)
     end
     return nil
 end
+-- Leaves the owner's place and wakes the first waiter once the lock is
+-- free.
+local function leave_and_wake()
+    redis.call('lrem', KEYS[4], 0, ARGV[3])
+    redis.call('zrem', KEYS[5], ARGV[3])
+    redis.call('zrem', KEYS[6], ARGV[3])
+    if redis.call('exists', KEYS[1]) == 1 then return end
+    local t = redis.call('time')
+    local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+    local next = first_waiter(KEYS[4], KEYS[5], KEYS[6], now)
+    if next then redis.call('publish', KEYS[2] .. ':' .. next, ARGV[1]) end
+end
 local genf = ARGV[3] .. ':gen'
 local h = redis.call('hmget', KEYS[1], ARGV[3], genf)
 if not h[1] then
@@ -43,6 +58,7 @@ if not h[1] then
     for id in string.gmatch(ARGV[5], '[^,]+') do
         redis.call('set', prefix .. id, 'x', 'nx', 'px', ARGV[2])
     end
+    if redis.call('zscore', KEYS[5], ARGV[3]) then leave_and_wake() end
     return nil
 end
 local v = h[2] or ''
@@ -62,8 +78,5 @@ if ARGV[4] ~= '1' and count > 1 then
     return 0
 end
 redis.call('del', KEYS[1])
-local t = redis.call('time')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-local next = first_waiter(KEYS[4], KEYS[5], KEYS[6], now)
-if next then redis.call('publish', KEYS[2] .. ':' .. next, ARGV[1]) end
+leave_and_wake()
 return 1

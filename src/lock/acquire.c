@@ -276,7 +276,11 @@ static int sleep_until_next(acquire *a, int rc)
         return ops->wait(a->c->tp.ctx, a->watch, &a->seen,
                          backoff_until(now, a->attempt_ns, a->losses, a->deadline_ns));
     }
-    a->losses = a->woken && rc == REDLOCK_EBUSY && a->l->n > 1 ? a->losses + 1 : 0;
+    /* A fair lock wakes only the waiter that is first: it lost no race. */
+    a->losses = a->woken && rc == REDLOCK_EBUSY && a->l->n > 1 &&
+                        a->l->kind != REDLOCK__KIND_FAIR
+                    ? a->losses + 1
+                    : 0;
     rc = ops->wait(a->c->tp.ctx, a->watch, &a->seen, until);
     if (a->busy_seen)
         a->handoff_from_ns = now_of(a);
@@ -287,19 +291,18 @@ static int sleep_until_next(acquire *a, int rc)
     return rc;
 }
 
-/* A fair waiter that ends its wait leaves every member's queue at once;
- * one that was granted leaves only where the grant did not take it out. */
+/* A fair waiter that ends its wait leaves every member's queue at once. A
+ * granted one does not wait for that: where its grant did not take its
+ * place out, the release does (fair_release.lua), and until then the lock
+ * is its own anyway. */
 static void leave_queue(acquire *a, int rc)
 {
     unsigned char include[REDLOCK__MAX_NODES];
-    size_t m, any = 0;
 
-    for (m = 0; m < a->l->n; m++) {
-        include[m] = rc != REDLOCK_OK || !a->res.gen_reported[m];
-        any += include[m];
-    }
-    if (any)
-        redlock__leave_members(a->l, a->field, include);
+    if (rc == REDLOCK_OK)
+        return;
+    memset(include, 1, sizeof(include));
+    redlock__leave_members(a->l, a->field, include);
 }
 
 /* Step: the caller's answer, with its message. */

@@ -7,10 +7,15 @@
 -- KEYS[3]  the queue, redisson_lock_queue:{NAME}: waiters' fields, head
 --          first
 -- KEYS[4]  the queue's timeouts, redisson_lock_timeout:{NAME}: when each
---          waiter's place lapses (ms of the node's clock for our waiters)
+--          Redisson waiter's place lapses (by its client's clock). Ours get
+--          their own lapse plus 600 s there: a Redisson grant takes its
+--          fairLockWaitTimeout (300 s by default) off every entry, which
+--          must not make our waiters look dead to Redisson's clients
 -- KEYS[5]  our waiters' tickets, redlock_fair:{NAME}: a sorted set of
 --          fields scored by ticket (fair_ticket.lua)
--- KEYS[6]  (optional) fencing token key, redisson_lock_token:{NAME}
+-- KEYS[6]  when our waiters' places lapse, redlock_fairlapse:{NAME}: a
+--          sorted set of fields scored by ms of the node's clock
+-- KEYS[7]  (optional) fencing token key, redisson_lock_token:{NAME}
 -- ARGV[1]  lease in ms
 -- ARGV[2]  owner field <client-id>:<owner-id>
 -- ARGV[3]  this request's id (as acquire.lua's)
@@ -36,26 +41,29 @@ if redis.call('exists', KEYS[2]) == 1 then return -3 end
 local t = redis.call('time')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 -- The first waiter whose place has not lapsed, dropping lapsed ones.
-local function first_waiter(queue, timeouts, tickets, now)
+local function first_waiter(queue, timeouts, tickets, lapses, now)
     for _ = 1, 100 do
         local first = redis.call('lindex', queue, 0)
         if not first or redis.call('zscore', tickets, first) then
             first = redis.call('zrange', tickets, 0, 0)[1] or first
         end
         if not first then return nil end
-        local lapse = redis.call('zscore', timeouts, first)
+        -- Ours lapse by our own clock; a Redisson waiter's by its timeout.
+        local lapse = redis.call('zscore', lapses, first) or redis.call('zscore', timeouts, first)
         if lapse and tonumber(lapse) > now then return first end
         redis.call('lrem', queue, 0, first)
         redis.call('zrem', timeouts, first)
         redis.call('zrem', tickets, first)
+        redis.call('zrem', lapses, first)
     end
     return nil
 end
 local function enqueue()
     if ARGV[5] == '' then return end
     local lapse = now + tonumber(ARGV[6])
-    if redis.call('zscore', KEYS[4], ARGV[2]) then
-        redis.call('zadd', KEYS[4], lapse, ARGV[2])
+    if redis.call('zscore', KEYS[6], ARGV[2]) then
+        redis.call('zadd', KEYS[6], lapse, ARGV[2])
+        redis.call('zadd', KEYS[4], lapse + 600000, ARGV[2])
         redis.call('zadd', KEYS[5], 'nx', ARGV[5], ARGV[2])
         return
     end
@@ -80,7 +88,8 @@ local function enqueue()
     else
         redis.call('rpush', KEYS[3], ARGV[2])
     end
-    redis.call('zadd', KEYS[4], lapse, ARGV[2])
+    redis.call('zadd', KEYS[6], lapse, ARGV[2])
+    redis.call('zadd', KEYS[4], lapse + 600000, ARGV[2])
     redis.call('zadd', KEYS[5], ARGV[5], ARGV[2])
 end
 local genf = ARGV[2] .. ':gen'
@@ -94,7 +103,7 @@ if redis.call('exists', KEYS[1]) == 1 then
     local gen = string.match(v, '^[^,]*')
     if gen == ARGV[3] then
         local tok = 0
-        if #KEYS >= 6 then tok = tonumber(redis.call('get', KEYS[6]) or '0') end
+        if #KEYS >= 7 then tok = tonumber(redis.call('get', KEYS[7]) or '0') end
         return {tok, gen}
     end
     local seq = string.sub(ARGV[3], 1, 12)
@@ -121,18 +130,20 @@ end
 -- is smaller than the first one's must be first at once, or both could be
 -- refused while the lock is free, with nobody left to wake.
 enqueue()
-local first = first_waiter(KEYS[3], KEYS[4], KEYS[5], now)
+local first = first_waiter(KEYS[3], KEYS[4], KEYS[5], KEYS[6], now)
 if first and first ~= ARGV[2] then
-    local lapse = tonumber(redis.call('zscore', KEYS[4], first) or now)
+    local lapse = tonumber(redis.call('zscore', KEYS[6], first) or
+                           redis.call('zscore', KEYS[4], first) or now)
     return math.max(math.min(lapse - now, tonumber(ARGV[6])), 0)
 end
 if first then redis.call('lrem', KEYS[3], 0, first) end
 redis.call('zrem', KEYS[4], ARGV[2])
 redis.call('zrem', KEYS[5], ARGV[2])
+redis.call('zrem', KEYS[6], ARGV[2])
 redis.call('hset', KEYS[1], ARGV[2], 1, genf, ARGV[3])
 redis.call('pexpire', KEYS[1], ARGV[1])
-if #KEYS < 6 then return {0, ARGV[3]} end
-local stored = tonumber(redis.call('get', KEYS[6]) or '0')
+if #KEYS < 7 then return {0, ARGV[3]} end
+local stored = tonumber(redis.call('get', KEYS[7]) or '0')
 local token = math.max(stored + 1, tonumber(t[1]) * 1000000 + tonumber(t[2]))
-redis.call('set', KEYS[6], string.format('%.0f', token))
+redis.call('set', KEYS[7], string.format('%.0f', token))
 return {token, ARGV[3]}

@@ -8,6 +8,7 @@
 -- KEYS[3]  the queue, redisson_lock_queue:{NAME}
 -- KEYS[4]  the queue's timeouts, redisson_lock_timeout:{NAME}
 -- KEYS[5]  our waiters' tickets, redlock_fair:{NAME}
+-- KEYS[6]  when our waiters' places lapse, redlock_fairlapse:{NAME}
 -- ARGV[1]  release message ("0")
 -- ARGV[2]  owner field <client-id>:<owner-id>
 --
@@ -15,29 +16,32 @@
 -- or it never got here).
 -- The first waiter whose place has not lapsed, dropping lapsed ones (as
 -- fair_acquire.lua decides it).
-local function first_waiter(queue, timeouts, tickets, now)
+local function first_waiter(queue, timeouts, tickets, lapses, now)
     for _ = 1, 100 do
         local first = redis.call('lindex', queue, 0)
         if not first or redis.call('zscore', tickets, first) then
             first = redis.call('zrange', tickets, 0, 0)[1] or first
         end
         if not first then return nil end
-        local lapse = redis.call('zscore', timeouts, first)
+        -- Ours lapse by our own clock; a Redisson waiter's by its timeout.
+        local lapse = redis.call('zscore', lapses, first) or redis.call('zscore', timeouts, first)
         if lapse and tonumber(lapse) > now then return first end
         redis.call('lrem', queue, 0, first)
         redis.call('zrem', timeouts, first)
         redis.call('zrem', tickets, first)
+        redis.call('zrem', lapses, first)
     end
     return nil
 end
 local t = redis.call('time')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-local was_first = first_waiter(KEYS[3], KEYS[4], KEYS[5], now) == ARGV[2]
+local was_first = first_waiter(KEYS[3], KEYS[4], KEYS[5], KEYS[6], now) == ARGV[2]
 local removed = redis.call('lrem', KEYS[3], 0, ARGV[2])
 redis.call('zrem', KEYS[4], ARGV[2])
 redis.call('zrem', KEYS[5], ARGV[2])
+redis.call('zrem', KEYS[6], ARGV[2])
 if was_first and redis.call('exists', KEYS[1]) == 0 then
-    local next = first_waiter(KEYS[3], KEYS[4], KEYS[5], now)
+    local next = first_waiter(KEYS[3], KEYS[4], KEYS[5], KEYS[6], now)
     if next then redis.call('publish', KEYS[2] .. ':' .. next, ARGV[1]) end
 end
 if removed > 0 then return 1 end

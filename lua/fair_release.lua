@@ -9,6 +9,7 @@
 -- KEYS[4]  the queue, redisson_lock_queue:{NAME}
 -- KEYS[5]  the queue's timeouts, redisson_lock_timeout:{NAME}
 -- KEYS[6]  our waiters' tickets, redlock_fair:{NAME}
+-- KEYS[7]  when our waiters' places lapse, redlock_fairlapse:{NAME}
 -- ARGV[1]  release message ("0", as Redisson publishes)
 -- ARGV[2]  lease in ms, reset while holds remain
 -- ARGV[3]  owner field <client-id>:<owner-id>
@@ -24,18 +25,20 @@
 -- separate leave.
 -- The first waiter whose place has not lapsed, dropping lapsed ones (as
 -- fair_acquire.lua decides it).
-local function first_waiter(queue, timeouts, tickets, now)
+local function first_waiter(queue, timeouts, tickets, lapses, now)
     for _ = 1, 100 do
         local first = redis.call('lindex', queue, 0)
         if not first or redis.call('zscore', tickets, first) then
             first = redis.call('zrange', tickets, 0, 0)[1] or first
         end
         if not first then return nil end
-        local lapse = redis.call('zscore', timeouts, first)
+        -- Ours lapse by our own clock; a Redisson waiter's by its timeout.
+        local lapse = redis.call('zscore', lapses, first) or redis.call('zscore', timeouts, first)
         if lapse and tonumber(lapse) > now then return first end
         redis.call('lrem', queue, 0, first)
         redis.call('zrem', timeouts, first)
         redis.call('zrem', tickets, first)
+        redis.call('zrem', lapses, first)
     end
     return nil
 end
@@ -45,10 +48,11 @@ local function leave_and_wake()
     redis.call('lrem', KEYS[4], 0, ARGV[3])
     redis.call('zrem', KEYS[5], ARGV[3])
     redis.call('zrem', KEYS[6], ARGV[3])
+    redis.call('zrem', KEYS[7], ARGV[3])
     if redis.call('exists', KEYS[1]) == 1 then return end
     local t = redis.call('time')
     local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-    local next = first_waiter(KEYS[4], KEYS[5], KEYS[6], now)
+    local next = first_waiter(KEYS[4], KEYS[5], KEYS[6], KEYS[7], now)
     if next then redis.call('publish', KEYS[2] .. ':' .. next, ARGV[1]) end
 end
 local genf = ARGV[3] .. ':gen'

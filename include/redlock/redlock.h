@@ -440,11 +440,11 @@ typedef void (*redlock_on_lost_fn)(void *userdata, redlock_lock *lock,
  * A lock named `name` on every node of the client (RedLock over all nodes,
  * or the single-node lock when the client has one node). Names must be
  * 1..65536 bytes and must not start with "redlock_gen:{", "redlock_latch:{",
- * "redisson_lock_token:{", "redlock_facts:{", "redlock_rwwait:{" or
- * "redlock_fair:{": every key the library itself derives from a name (the
- * hold's generations, request latches, the fencing token, holder facts, a
- * read-write lock's waiting-writer mark, a fair lock's tickets) starts with
- * one of those, so refusing them as names
+ * "redisson_lock_token:{", "redlock_facts:{", "redlock_rwwait:{",
+ * "redlock_fair:{" or "redlock_fairlapse:{": every key the library itself
+ * derives from a name (the hold's generations, request latches, the
+ * fencing token, holder facts, a read-write lock's waiting-writer mark, a
+ * fair lock's tickets and places) starts with one of those, so refusing them as names
  * means no lock can ever reach another lock's keys. Redisson's own derived
  * keys ("{NAME}:...:rwlock_timeout:<n>", a semaphore's "{NAME}:timeout",
  * a fair lock's "redisson_lock_queue:{NAME}") are kept where Redisson puts

@@ -20,6 +20,7 @@
 #define FACTS_PREFIX "redlock_facts:{"
 #define RWWAIT_PREFIX "redlock_rwwait:{"
 #define FAIR_PREFIX "redlock_fair:{"
+#define FAIRLAPSE_PREFIX "redlock_fairlapse:{"
 
 /* A member's block: the name, then each key of redlock__key_kind in order,
  * each NUL-terminated. Members with the same name (a RedLock) share one.
@@ -91,7 +92,7 @@ static int kind_keys(char **out, size_t *len, const char *name, int lock_kind)
     size_t n = strlen(name);
     char *p;
 
-    *len = 4 * n + 160;
+    *len = 5 * n + 200;
     if (!(p = *out = malloc(*len)))
         return REDLOCK_ENOMEM;
     p += snprintf(p, n + 40, tagged, channel, name) + 1;
@@ -101,6 +102,7 @@ static int kind_keys(char **out, size_t *len, const char *name, int lock_kind)
         p += snprintf(p, n + 40, tagged, "redisson_lock_queue", name) + 1;
         p += snprintf(p, n + 40, tagged, "redisson_lock_timeout", name) + 1;
         p += snprintf(p, n + 40, FAIR_PREFIX "%s}", name) + 1;
+        p += snprintf(p, n + 40, FAIRLAPSE_PREFIX "%s}", name) + 1;
     } else {
         p += snprintf(p, n + 40, RWWAIT_PREFIX "%s}", name) + 1;
     }
@@ -147,7 +149,8 @@ void redlock__share_keys(redlock__lock_member *m, const redlock__lock_member *fr
  * is Redisson's, so it is not reserved.
  */
 static const char *const reserved_prefixes[] = {LATCH_PREFIX, TOKEN_PREFIX, GEN_PREFIX,
-                                                FACTS_PREFIX, RWWAIT_PREFIX, FAIR_PREFIX};
+                                                FACTS_PREFIX, RWWAIT_PREFIX, FAIR_PREFIX,
+                                                FAIRLAPSE_PREFIX};
 
 const char *redlock__reserved_prefix(const char *name)
 {

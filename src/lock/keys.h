@@ -27,7 +27,9 @@ typedef enum redlock__key_kind {
                                     * "{NAME}:timeout", the permits taken;
                                     * fair: "redisson_lock_queue:{NAME}" */
     REDLOCK__KEY_AUX2,             /* fair: "redisson_lock_timeout:{NAME}" */
-    REDLOCK__KEY_AUX3              /* fair: "redlock_fair:{NAME}", the tickets */
+    REDLOCK__KEY_AUX3,             /* fair: "redlock_fair:{NAME}", the tickets */
+    REDLOCK__KEY_AUX4              /* fair: "redlock_fairlapse:{NAME}", when our
+                                    * waiters' places lapse */
 } redlock__key_kind;
 
 /* A key of m's block; no allocation, and no string measuring up to

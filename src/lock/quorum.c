@@ -77,6 +77,8 @@ static int fill_acquire(void *ud, size_t m, const char **argv, char **owned,
                                   ? redlock__key(mem, REDLOCK__KEY_AUX2) : NULL,
                   .aux3_key = a->l->kind == REDLOCK__KIND_FAIR
                                   ? redlock__key(mem, REDLOCK__KEY_AUX3) : NULL,
+                  .aux4_key = a->l->kind == REDLOCK__KIND_FAIR
+                                  ? redlock__key(mem, REDLOCK__KEY_AUX4) : NULL,
                   .ticket = a->ticket ? a->ticket : "",
                   .wait_lease_ms = a->l->wait_lease,
                   .channel = redlock__channel(mem, a->l->kind),

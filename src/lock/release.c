@@ -77,6 +77,8 @@ static redlock__script_call build_release(const simple_ctx *s, size_t m, const c
                                                ? redlock__key(mem, REDLOCK__KEY_AUX2) : NULL,
                                .aux3_key = kind == REDLOCK__KIND_FAIR
                                                ? redlock__key(mem, REDLOCK__KEY_AUX3) : NULL,
+                               .aux4_key = kind == REDLOCK__KIND_FAIR
+                                               ? redlock__key(mem, REDLOCK__KEY_AUX4) : NULL,
                                .permits = s->l->permits,
                                .mark_key = mark_key,
                                .message = REDLOCK__RELEASE_MSG,
@@ -322,6 +324,7 @@ static int fill_leave(void *ud, size_t m, const char **argv, char **owned,
                   .queue_key = redlock__key(mem, REDLOCK__KEY_AUX),
                   .timeouts_key = redlock__key(mem, REDLOCK__KEY_AUX2),
                   .tickets_key = redlock__key(mem, REDLOCK__KEY_AUX3),
+                  .lapses_key = redlock__key(mem, REDLOCK__KEY_AUX4),
                   .message = REDLOCK__RELEASE_MSG,
                   .field = s->field});
     return 0;

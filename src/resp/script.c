@@ -29,10 +29,10 @@ const redlock__script_shape redlock__script_shapes[REDLOCK__SCRIPT_COUNT] = {
     [REDLOCK__SCRIPT_SEM_RENEW] = {1, 0, 2},
     [REDLOCK__SCRIPT_SEM_INSPECT] = {2, 0, 0},
     [REDLOCK__SCRIPT_FAIR_TICKET] = {1, 0, 0},
-    [REDLOCK__SCRIPT_FAIR_ACQUIRE] = {5, 1, 6},
-    [REDLOCK__SCRIPT_FAIR_RELEASE] = {6, 0, 5},
-    [REDLOCK__SCRIPT_FAIR_ABORT] = {6, 0, 3},
-    [REDLOCK__SCRIPT_FAIR_LEAVE] = {5, 0, 2},
+    [REDLOCK__SCRIPT_FAIR_ACQUIRE] = {6, 1, 6},
+    [REDLOCK__SCRIPT_FAIR_RELEASE] = {7, 0, 5},
+    [REDLOCK__SCRIPT_FAIR_ABORT] = {7, 0, 3},
+    [REDLOCK__SCRIPT_FAIR_LEAVE] = {6, 0, 2},
 };
 
 /* Copies keys then arguments into argv, in the script's order. */
@@ -66,12 +66,12 @@ redlock__script_call redlock__script_acquire(const char **argv, const redlock__a
         return place(argv, REDLOCK__SCRIPT_RW_WRITE_ACQUIRE, a->token_key ? 4 : 3, keys, args);
     }
     case REDLOCK__KIND_FAIR: {
-        const char *keys[] = {a->name,     a->mark_key, a->aux_key,
-                              a->aux2_key, a->aux3_key, a->token_key};
+        const char *keys[] = {a->name,     a->mark_key, a->aux_key,  a->aux2_key,
+                              a->aux3_key, a->aux4_key, a->token_key};
         const char *args[] = {a->lease_ms,   a->field,  a->request_id,
                               a->fresh_only, a->ticket, a->wait_lease_ms};
 
-        return place(argv, REDLOCK__SCRIPT_FAIR_ACQUIRE, a->token_key ? 6 : 5, keys, args);
+        return place(argv, REDLOCK__SCRIPT_FAIR_ACQUIRE, a->token_key ? 7 : 6, keys, args);
     }
     case REDLOCK__KIND_SEMAPHORE: {
         const char *keys[] = {a->name, a->mark_key, a->aux_key, a->channel};
@@ -93,15 +93,15 @@ redlock__script_call redlock__script_acquire(const char **argv, const redlock__a
 static redlock__script_call release_like(const char **argv, int abort,
                                          const redlock__release_args *a)
 {
-    const char *keys[] = {a->name, a->channel, a->mark_key, a->aux_key, a->aux2_key,
-                          a->aux3_key};
+    const char *keys[] = {a->name,     a->channel,  a->mark_key, a->aux_key,
+                          a->aux2_key, a->aux3_key, a->aux4_key};
 
     switch (a->kind) {
     case REDLOCK__KIND_FAIR: {
         const char *args[] = {a->message, a->lease_ms, a->field, a->drop_all, a->gens};
 
-        return abort ? place(argv, REDLOCK__SCRIPT_FAIR_ABORT, 6, keys, args)
-                     : place(argv, REDLOCK__SCRIPT_FAIR_RELEASE, 6, keys, args);
+        return place(argv, abort ? REDLOCK__SCRIPT_FAIR_ABORT : REDLOCK__SCRIPT_FAIR_RELEASE, 7,
+                     keys, args);
     }
     case REDLOCK__KIND_READ:
     case REDLOCK__KIND_WRITE: {
@@ -158,10 +158,11 @@ redlock__script_call redlock__script_fair_ticket(const char **argv, const char *
 redlock__script_call redlock__script_fair_leave(const char **argv,
                                                 const redlock__fair_leave_args *a)
 {
-    const char *keys[] = {a->name, a->channel, a->queue_key, a->timeouts_key, a->tickets_key};
+    const char *keys[] = {a->name,         a->channel,     a->queue_key,
+                          a->timeouts_key, a->tickets_key, a->lapses_key};
     const char *args[] = {a->message, a->field};
 
-    return place(argv, REDLOCK__SCRIPT_FAIR_LEAVE, 5, keys, args);
+    return place(argv, REDLOCK__SCRIPT_FAIR_LEAVE, 6, keys, args);
 }
 
 redlock__script_call redlock__script_sem_inspect(const char **argv,

@@ -26,7 +26,7 @@ struct redisReply;
 
 /* The most argv entries (keys and arguments) any script takes, and any
  * call the transport sends (plain commands included): the one limit. */
-#define REDLOCK__SCRIPT_MAX_ARGS 12
+#define REDLOCK__SCRIPT_MAX_ARGS 14
 #define REDLOCK__MAX_CALL_ARGS 16
 _Static_assert(REDLOCK__SCRIPT_MAX_ARGS <= REDLOCK__MAX_CALL_ARGS, "a script call fits a call");
 
@@ -69,7 +69,8 @@ typedef struct redlock__acquire_args {
     const char *aux_key;    /* READ/WRITE: the waiting-writer mark;
                              * SEMAPHORE: the permits' sorted set;
                              * FAIR: the queue */
-    const char *aux2_key, *aux3_key; /* FAIR: the timeouts, the tickets */
+    const char *aux2_key, *aux3_key, *aux4_key; /* FAIR: the timeouts, the
+                                                 * tickets, the lapses */
     const char *channel;    /* SEMAPHORE: its channel */
     const char *writer_wait_ms; /* WRITE: how long the writer goes on waiting */
     const char *permits, *limit; /* SEMAPHORE: P per grant, the size K */
@@ -89,7 +90,8 @@ typedef struct redlock__release_args {
     const char *aux_key;  /* READ/WRITE: the plain lock's channel;
                            * SEMAPHORE: the permits' sorted set;
                            * FAIR: the queue */
-    const char *aux2_key, *aux3_key; /* FAIR: the timeouts, the tickets */
+    const char *aux2_key, *aux3_key, *aux4_key; /* FAIR: the timeouts, the
+                                                 * tickets, the lapses */
     const char *permits;  /* SEMAPHORE: P per grant */
 } redlock__release_args;
 
@@ -114,7 +116,7 @@ typedef struct redlock__inspect_args {
 
 /* fair_leave.lua: keys as fair_release.lua's without the mark. */
 typedef struct redlock__fair_leave_args {
-    const char *name, *channel, *queue_key, *timeouts_key, *tickets_key;
+    const char *name, *channel, *queue_key, *timeouts_key, *tickets_key, *lapses_key;
     const char *message, *field;
 } redlock__fair_leave_args;
 

@@ -1,0 +1,724 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * Integration tests of fair locks (redlock_lock_options.kind FAIR) on the
+ * fixture's plain redis-server processes: grants in arrival order at
+ * N = 1 and N = 5 (one client and two), woken by messages; no deadlock
+ * when every node's queue list is in a different order; a SIGKILLed
+ * waiter at the head; waiters that give up (deadline, cancel) leave every
+ * queue at once; a lost wake-up; re-entry and fencing tokens. Redisson's
+ * RFairLock scripts against ours are in test_fair_redisson.c.
+ *
+ * What the nodes store is read with hiredis connections of the test's own
+ * (redis-cli would be too slow for the "at once" checks). Each case is its
+ * own TCase whose unchecked fixture thaws and restarts nodes.
+ */
+#include "redlock/redlock.h"
+#include "rig_env.h"
+#include "rw_support.h"
+
+#include <check.h>
+#include <hiredis/hiredis.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#define HOLDER 1
+#define WAITER_BASE 100
+/* A short place: a dead waiter's lapses soon, and a waiter renews (and so
+ * notices a lost wake-up) every third of it. */
+#define SHORT_PLACE_MS 1500
+
+static redlock_lock *fair_handle(redlock_client *c, const char *name, int place_ms, int fencing)
+{
+    redlock_lock_options lo;
+    redlock_lock *l = NULL;
+    int rc;
+
+    memset(&lo, 0, sizeof(lo));
+    lo.kind = REDLOCK_LOCK_FAIR;
+    lo.fair_wait_lease_ms = place_ms;
+    lo.fencing = fencing;
+    rc = redlock_lock_new(c, name, &lo, &l);
+    ck_assert_msg(rc == REDLOCK_OK, "lock_new(fair): %s", redlock_last_error());
+    return l;
+}
+
+/* ------------------------------------------------------------------------ */
+/* What the first n nodes store for one fair lock. */
+
+typedef struct probe {
+    redisContext *ctx[N_NODES];
+    size_t n;
+    char name[64], queue[96], timeouts[96], tickets[96];
+} probe;
+
+static void probe_open(probe *p, size_t n, const char *name)
+{
+    size_t i;
+
+    memset(p, 0, sizeof(*p));
+    p->n = n;
+    snprintf(p->name, sizeof(p->name), "%s", name);
+    snprintf(p->queue, sizeof(p->queue), "redisson_lock_queue:{%s}", name);
+    snprintf(p->timeouts, sizeof(p->timeouts), "redisson_lock_timeout:{%s}", name);
+    snprintf(p->tickets, sizeof(p->tickets), "redlock_fair:{%s}", name);
+    for (i = 0; i < n; i++)
+        p->ctx[i] = node_conn(i);
+}
+
+static void probe_close(probe *p)
+{
+    size_t i;
+
+    for (i = 0; i < p->n; i++)
+        redisFree(p->ctx[i]);
+}
+
+static redisReply *ask(probe *p, size_t node, const char *fmt, ...)
+{
+    redisReply *r;
+    va_list ap;
+
+    va_start(ap, fmt);
+    r = redisvCommand(p->ctx[node], fmt, ap);
+    va_end(ap);
+    ck_assert_msg(r != NULL, "node %zu: %s", node, p->ctx[node]->errstr);
+    ck_assert_msg(r->type != REDIS_REPLY_ERROR, "node %zu: %s", node, r->str);
+    return r;
+}
+
+static long long ask_int(probe *p, size_t node, const char *fmt, const char *a, const char *b)
+{
+    redisReply *r = ask(p, node, fmt, a, b);
+    long long v = r->type == REDIS_REPLY_INTEGER ? r->integer : -1;
+
+    freeReplyObject(r);
+    return v;
+}
+
+/* Whether node's queue list has *(long long *)len entries. */
+static int queue_has_len(probe *p, size_t node, const void *len)
+{
+    return ask_int(p, node, "LLEN %s", p->queue, NULL) == *(const long long *)len;
+}
+
+/* Whether field has nothing on node: no place in the list, no timeout,
+ * no ticket. */
+static int no_trace(probe *p, size_t node, const void *field)
+{
+    redisReply *pos = ask(p, node, "LPOS %s %s", p->queue, field);
+    redisReply *lapse = ask(p, node, "ZSCORE %s %s", p->timeouts, field);
+    redisReply *ticket = ask(p, node, "ZSCORE %s %s", p->tickets, field);
+    int none = pos->type == REDIS_REPLY_NIL && lapse->type == REDIS_REPLY_NIL &&
+               ticket->type == REDIS_REPLY_NIL;
+
+    freeReplyObject(pos);
+    freeReplyObject(lapse);
+    freeReplyObject(ticket);
+    return none;
+}
+
+/* Whether node has none of the lock, its list and its sorted sets. */
+static int nothing_left(probe *p, size_t node, const void *unused)
+{
+    redisReply *r = ask(p, node, "EXISTS %s %s %s %s", p->name, p->queue, p->timeouts,
+                        p->tickets);
+    int none = r->integer == 0;
+
+    (void)unused;
+    freeReplyObject(r);
+    return none;
+}
+
+/* Polls until ok holds on every node; ms it took, or -1 after timeout_ms. */
+static int64_t wait_every_node(probe *p, int (*ok)(probe *, size_t, const void *),
+                               const void *arg, int64_t timeout_ms)
+{
+    int64_t t0 = rig_now_ms();
+    size_t i;
+
+    for (;;) {
+        for (i = 0; i < p->n && ok(p, i, arg); i++)
+            ;
+        if (i == p->n)
+            return rig_now_ms() - t0;
+        if (rig_now_ms() - t0 > timeout_ms)
+            return -1;
+        rig_sleep_ms(2);
+    }
+}
+
+static int64_t wait_queue_len(probe *p, long long len, int64_t timeout_ms)
+{
+    return wait_every_node(p, queue_has_len, &len, timeout_ms);
+}
+
+static int64_t wait_traces_gone(probe *p, const char *field, int64_t timeout_ms)
+{
+    return wait_every_node(p, no_trace, field, timeout_ms);
+}
+
+/* Polls until no node has anything of the lock; prints what is left
+ * after timeout_ms, and returns -1 then. */
+static int64_t wait_all_empty(probe *p, int64_t timeout_ms)
+{
+    int64_t took = wait_every_node(p, nothing_left, NULL, timeout_ms);
+    size_t i, k;
+
+    for (i = 0; took < 0 && i < p->n; i++) {
+        redisReply *h = ask(p, i, "HGETALL %s", p->name);
+        redisReply *q = ask(p, i, "LRANGE %s 0 -1", p->queue);
+        redisReply *t = ask(p, i, "ZRANGE %s 0 -1 WITHSCORES", p->timeouts);
+        redisReply *f = ask(p, i, "ZRANGE %s 0 -1 WITHSCORES", p->tickets);
+
+        fprintf(stderr, "node %zu left:", i);
+        for (k = 0; k < h->elements; k++)
+            fprintf(stderr, " hash %s", h->element[k]->str);
+        for (k = 0; k < q->elements; k++)
+            fprintf(stderr, " queue %s", q->element[k]->str);
+        for (k = 0; k < t->elements; k++)
+            fprintf(stderr, " timeout %s", t->element[k]->str);
+        for (k = 0; k < f->elements; k++)
+            fprintf(stderr, " ticket %s", f->element[k]->str);
+        fprintf(stderr, "\n");
+        freeReplyObject(h);
+        freeReplyObject(q);
+        freeReplyObject(t);
+        freeReplyObject(f);
+    }
+    return took;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Waiters that hold briefly and record the order they were granted in. */
+
+#define MAX_WAITERS 8
+#define HOLD_MS 50
+
+typedef struct grant_log {
+    atomic_int next;              /* the next grant position */
+    atomic_int inside, overlaps;  /* holders at once; more than one is a bug */
+    int order[MAX_WAITERS];       /* waiter index by grant position */
+    uint64_t tokens[MAX_WAITERS]; /* fencing token by grant position */
+    int64_t granted_us[MAX_WAITERS];
+} grant_log;
+
+typedef struct waiter {
+    grant_log *log;
+    redlock_lock *l;
+    int idx, fencing;
+    int64_t wait_ms, lease_ms;
+    int rc, token_rc, unlock_rc;
+    pthread_t th;
+} waiter;
+
+static void *waiter_main(void *arg)
+{
+    waiter *w = arg;
+    uint64_t owner = WAITER_BASE + (uint64_t)w->idx;
+    int pos;
+
+    w->rc = redlock_acquire_as(w->l, owner, w->wait_ms, w->lease_ms);
+    if (w->rc != REDLOCK_OK)
+        return NULL;
+    if (atomic_fetch_add(&w->log->inside, 1) != 0)
+        atomic_fetch_add(&w->log->overlaps, 1);
+    pos = atomic_fetch_add(&w->log->next, 1);
+    w->log->order[pos] = w->idx;
+    w->log->granted_us[pos] = rig_now_us();
+    if (w->fencing)
+        w->token_rc = redlock_lock_token_as(w->l, owner, &w->log->tokens[pos]);
+    rig_sleep_ms(HOLD_MS);
+    atomic_fetch_sub(&w->log->inside, 1);
+    w->unlock_rc = redlock_unlock_as(w->l, owner);
+    return NULL;
+}
+
+static void waiter_start(waiter *w, grant_log *log, redlock_lock *l, int idx, int64_t wait_ms,
+                         int64_t lease_ms, int fencing)
+{
+    *w = (waiter){.log = log, .l = l, .idx = idx, .fencing = fencing, .wait_ms = wait_ms,
+                  .lease_ms = lease_ms};
+    ck_assert_int_eq(pthread_create(&w->th, NULL, waiter_main, w), 0);
+}
+
+static void waiter_join_ok(waiter *w)
+{
+    pthread_join(w->th, NULL);
+    ck_assert_msg(w->rc == REDLOCK_OK, "waiter %d: %s", w->idx, redlock_err_name(w->rc));
+    ck_assert_msg(w->token_rc == REDLOCK_OK, "waiter %d: token: %s", w->idx,
+                  redlock_err_name(w->token_rc));
+    ck_assert_msg(w->unlock_rc == REDLOCK_OK, "waiter %d: unlock: %s", w->idx,
+                  redlock_err_name(w->unlock_rc));
+}
+
+/* ------------------------------------------------------------------------ */
+/* 1. First come, first served, handed over by messages; fencing tokens
+ *    grow from holder to holder. */
+
+#define K_WAITERS 6
+/* A long place: a waiter renews only every 10 s and the leases are as
+ * long, so only a release message can hand the lock over within the
+ * bound below. */
+#define FIFO_PLACE_MS 30000
+#define FIFO_LEASE_MS 30000
+
+static void fifo(size_t n, int n_clients, int fencing)
+{
+    redlock_client *c[2];
+    redlock_lock *holder, *l[K_WAITERS];
+    waiter w[K_WAITERS];
+    grant_log *log = calloc(1, sizeof(*log));
+    uint64_t holder_token = 0;
+    char name[64];
+    probe p;
+    int64_t released_us, total_ms, bound_ms = FIFO_PLACE_MS / 3 / 2;
+    int i;
+
+    ck_assert_ptr_nonnull(log);
+    rig_unique_name(name, sizeof(name), "fair", n == 1 ? "fifo1" : "fifo5");
+    probe_open(&p, n, name);
+    for (i = 0; i < n_clients; i++)
+        c[i] = client_over(n);
+    holder = fair_handle(c[0], name, FIFO_PLACE_MS, fencing);
+    acquire_ok(holder, HOLDER, 0, FIFO_LEASE_MS);
+    if (fencing)
+        ck_assert_int_eq(redlock_lock_token_as(holder, HOLDER, &holder_token), REDLOCK_OK);
+    /* Each waiter starts once the previous one is queued everywhere, so
+     * the arrival order is known. */
+    for (i = 0; i < K_WAITERS; i++) {
+        l[i] = fair_handle(c[i % n_clients], name, FIFO_PLACE_MS, fencing);
+        waiter_start(&w[i], log, l[i], i, 20000, FIFO_LEASE_MS, fencing);
+        ck_assert_msg(wait_queue_len(&p, i + 1, 5000) >= 0, "waiter %d never queued", i);
+    }
+    released_us = rig_now_us();
+    unlock_ok(holder, HOLDER);
+    for (i = 0; i < K_WAITERS; i++)
+        waiter_join_ok(&w[i]);
+
+    ck_assert_int_eq(atomic_load(&log->next), K_WAITERS);
+    ck_assert_int_eq(atomic_load(&log->overlaps), 0);
+    for (i = 0; i < K_WAITERS; i++)
+        fprintf(stderr, "fifo n=%zu clients=%d: grant %d to waiter %d, %lld ms after the "
+                        "previous one\n", n, n_clients, i, log->order[i],
+                (long long)(log->granted_us[i] - (i ? log->granted_us[i - 1] : released_us)) /
+                    1000);
+    for (i = 0; i < K_WAITERS; i++)
+        ck_assert_msg(log->order[i] == i, "grant %d went to waiter %d", i, log->order[i]);
+    if (fencing) {
+        ck_assert_msg(log->tokens[0] > holder_token, "token %llu after the holder's %llu",
+                      (unsigned long long)log->tokens[0], (unsigned long long)holder_token);
+        for (i = 1; i < K_WAITERS; i++)
+            ck_assert_msg(log->tokens[i] > log->tokens[i - 1], "token %d: %llu after %llu", i,
+                          (unsigned long long)log->tokens[i],
+                          (unsigned long long)log->tokens[i - 1]);
+    }
+    /* A waiter that missed its message would sleep ~10 s (its renewal or
+     * the previous holder's lease): the whole hand-off chain must take
+     * far less than one renewal period. */
+    total_ms = (log->granted_us[K_WAITERS - 1] - released_us) / 1000;
+    fprintf(stderr, "fifo n=%zu clients=%d: %d hand-offs in %lld ms\n", n, n_clients,
+            K_WAITERS, (long long)total_ms);
+    ck_assert_msg(total_ms < bound_ms, "%d hand-offs took %lld ms (renewals every %d ms)",
+                  K_WAITERS, (long long)total_ms, FIFO_PLACE_MS / 3);
+    ck_assert_int_ge(wait_all_empty(&p, 3000), 0);
+    for (i = 0; i < K_WAITERS; i++)
+        redlock_lock_free(l[i]);
+    redlock_lock_free(holder);
+    for (i = 0; i < n_clients; i++)
+        redlock_client_free(c[i]);
+    probe_close(&p);
+    free(log);
+}
+
+START_TEST(test_fifo_single)
+{
+    fifo(1, 1, 0);
+}
+END_TEST
+
+START_TEST(test_fifo_quorum_fenced)
+{
+    fifo(N_NODES, 1, 1);
+}
+END_TEST
+
+START_TEST(test_fifo_single_two_clients_fenced)
+{
+    fifo(1, 2, 1);
+}
+END_TEST
+
+START_TEST(test_fifo_quorum_two_clients)
+{
+    fifo(N_NODES, 2, 0);
+}
+END_TEST
+
+/* ------------------------------------------------------------------------ */
+/* 2. Every node's list in a different order: the ticket order decides. */
+
+/* Moves field to the head of the queue list on one node. */
+static void move_to_head(probe *p, size_t node, const char *field)
+{
+    freeReplyObject(ask(p, node,
+                        "EVAL %s 1 %s %s",
+                        "redis.call('lrem', KEYS[1], 0, ARGV[1]) "
+                        "return redis.call('lpush', KEYS[1], ARGV[1])",
+                        p->queue, field));
+}
+
+START_TEST(test_disordered_lists_no_deadlock)
+{
+    redlock_client *c = client_over(N_NODES);
+    redlock_lock *holder, *l[3];
+    waiter w[3];
+    grant_log *log = calloc(1, sizeof(*log));
+    /* Node i's head: A on nodes 0-1, B on 2-3, C on 4; none a majority. */
+    const int head_of[N_NODES] = {0, 0, 1, 1, 2};
+    char name[64], field[3][FIELD_CAP];
+    int64_t released_us, took_ms;
+    probe p;
+    size_t i;
+    int k;
+
+    ck_assert_ptr_nonnull(log);
+    rig_unique_name(name, sizeof(name), "fair", "disorder");
+    probe_open(&p, N_NODES, name);
+    holder = fair_handle(c, name, 0, 0);
+    acquire_ok(holder, HOLDER, 0, LEASE_MS);
+    for (k = 0; k < 3; k++) {
+        l[k] = fair_handle(c, name, 0, 0);
+        rig_field_of(c, WAITER_BASE + (uint64_t)k, field[k], sizeof(field[k]));
+        waiter_start(&w[k], log, l[k], k, 15000, LEASE_MS, 0);
+        ck_assert_msg(wait_queue_len(&p, k + 1, 5000) >= 0, "waiter %d never queued", k);
+    }
+    for (i = 0; i < N_NODES; i++) {
+        redisReply *r;
+
+        move_to_head(&p, i, field[head_of[i]]);
+        r = ask(&p, i, "LINDEX %s %s", p.queue, "0");
+        ck_assert_int_eq(r->type, REDIS_REPLY_STRING);
+        ck_assert_str_eq(r->str, field[head_of[i]]);
+        freeReplyObject(r);
+        ck_assert_int_eq(ask_int(&p, i, "LLEN %s", p.queue, NULL), 3);
+    }
+    released_us = rig_now_us();
+    unlock_ok(holder, HOLDER);
+    for (k = 0; k < 3; k++)
+        waiter_join_ok(&w[k]);
+    took_ms = (log->granted_us[2] - released_us) / 1000;
+    fprintf(stderr, "disordered lists: all three granted %lld ms after the release, order "
+                    "%d %d %d\n", (long long)took_ms, log->order[0], log->order[1],
+            log->order[2]);
+    ck_assert_int_eq(atomic_load(&log->overlaps), 0);
+    ck_assert_msg(took_ms < 5000, "the three grants took %lld ms", (long long)took_ms);
+    for (k = 0; k < 3; k++)
+        ck_assert_msg(log->order[k] == k, "grant %d went to waiter %d (tickets A < B < C)", k,
+                      log->order[k]);
+    ck_assert_int_ge(wait_all_empty(&p, 3000), 0);
+    for (k = 0; k < 3; k++)
+        redlock_lock_free(l[k]);
+    redlock_lock_free(holder);
+    redlock_client_free(c);
+    probe_close(&p);
+    free(log);
+}
+END_TEST
+
+/* ------------------------------------------------------------------------ */
+/* 3. A waiter SIGKILLed at the head of the queue. */
+
+#define CHILD_OWNER 77 /* its field ends in ":77" */
+
+/* The child: its own client over every node; waits for the go, then for
+ * the lock until it is killed. */
+static void child_queue_up(const char *name, int rfd)
+{
+    redlock_options o = {.node_timeout_ms = NODE_TIMEOUT_MS};
+    redlock_client *c = NULL;
+    redlock_lock *l = NULL;
+    redlock_lock_options lo = {.kind = REDLOCK_LOCK_FAIR, .fair_wait_lease_ms = SHORT_PLACE_MS};
+    struct pollfd pfd = {.fd = rfd, .events = POLLIN};
+    char go;
+
+    if (redlock_client_new(&c, rig_plain_uris(), N_NODES, &o) != REDLOCK_OK ||
+        redlock_lock_new(c, name, &lo, &l) != REDLOCK_OK)
+        _exit(3);
+    if (poll(&pfd, 1, 10000) != 1 || read(rfd, &go, 1) != 1)
+        _exit(4);
+    /* Killed long before this returns; a grant would be a bug. */
+    _exit(redlock_acquire_as(l, CHILD_OWNER, 30000, LEASE_MS) == REDLOCK_OK ? 5 : 0);
+}
+
+START_TEST(test_dead_waiter_at_head)
+{
+    redlock_client *c;
+    redlock_lock *holder, *second;
+    char name[64], child_field[FIELD_CAP], second_field[FIELD_CAP];
+    int to_child[2], status = 0;
+    bg_acquire b;
+    int64_t killed_us, released_us, after_release_ms, after_kill_ms;
+    redisReply *r;
+    probe p;
+    pid_t pid;
+
+    rig_unique_name(name, sizeof(name), "fair", "dead");
+    rig_plain_uris(); /* read the rig file before forking */
+    ck_assert_int_eq(pipe(to_child), 0);
+    pid = fork(); /* before this process has a client (and its threads) */
+    ck_assert_int_ge(pid, 0);
+    if (pid == 0) {
+        close(to_child[1]);
+        child_queue_up(name, to_child[0]);
+    }
+    close(to_child[0]);
+    probe_open(&p, N_NODES, name);
+    c = client_over(N_NODES);
+    holder = fair_handle(c, name, SHORT_PLACE_MS, 0);
+    second = fair_handle(c, name, SHORT_PLACE_MS, 0);
+    rig_field_of(c, W1, second_field, sizeof(second_field));
+    acquire_ok(holder, HOLDER, 0, LEASE_MS);
+    ck_assert_int_eq(write(to_child[1], "g", 1), 1);
+    ck_assert_msg(wait_queue_len(&p, 1, 5000) >= 0, "the child never queued");
+    r = ask(&p, 0, "LINDEX %s %s", p.queue, "0");
+    ck_assert_int_eq(r->type, REDIS_REPLY_STRING);
+    snprintf(child_field, sizeof(child_field), "%s", r->str);
+    freeReplyObject(r);
+    ck_assert_str_eq(strrchr(child_field, ':'), ":77");
+    bg_start(&b, second, W1, 15000);
+    ck_assert_msg(wait_queue_len(&p, 2, 5000) >= 0, "the second waiter never queued");
+    r = ask(&p, 0, "LINDEX %s %s", p.queue, "0");
+    ck_assert_str_eq(r->str, child_field); /* the dead waiter is first */
+    freeReplyObject(r);
+
+    killed_us = rig_now_us();
+    kill(pid, SIGKILL);
+    ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+    ck_assert(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL);
+    close(to_child[1]);
+    released_us = rig_now_us();
+    unlock_ok(holder, HOLDER);
+    pthread_join(b.th, NULL);
+    after_release_ms = (b.done_us - released_us) / 1000;
+    after_kill_ms = (b.done_us - killed_us) / 1000;
+    fprintf(stderr, "dead head: the second waiter got it %lld ms after the release, %lld ms "
+                    "after the kill\n", (long long)after_release_ms, (long long)after_kill_ms);
+    ck_assert_msg(b.rc == REDLOCK_OK, "second waiter: %s", redlock_err_name(b.rc));
+    ck_assert_msg(after_release_ms <= SHORT_PLACE_MS + 1000, "granted %lld ms after the release",
+                  (long long)after_release_ms);
+    /* Not before the dead waiter's place lapsed: it was renewed at most a
+     * third of a place (500 ms) before the kill, so it lasted at least
+     * 1000 ms more; 500 ms leaves room for a slow renewal. */
+    ck_assert_msg(after_kill_ms >= SHORT_PLACE_MS / 3, "granted %lld ms after the kill: the "
+                  "dead waiter's place had not lapsed", (long long)after_kill_ms);
+    ck_assert_msg(wait_traces_gone(&p, child_field, 2000) >= 0,
+                  "the dead waiter is still in a queue, a timeout or a ticket set");
+    ck_assert_msg(wait_traces_gone(&p, second_field, 2000) >= 0,
+                  "the granted waiter is still queued");
+    unlock_ok(second, W1);
+    ck_assert_int_ge(wait_all_empty(&p, 3000), 0);
+    redlock_lock_free(holder);
+    redlock_lock_free(second);
+    redlock_client_free(c);
+    probe_close(&p);
+}
+END_TEST
+
+/* ------------------------------------------------------------------------ */
+/* 4. A waiter that gives up leaves every queue at once. */
+
+#define LEFT_WITHIN_MS 200
+
+/* Polls until field's traces are gone from every node; fails the test if
+ * that is more than LEFT_WITHIN_MS after the acquire returned. */
+static void assert_left_at_once(probe *p, const char *field, const bg_acquire *b,
+                                const char *how)
+{
+    int64_t gone_ms = wait_traces_gone(p, field, 3000);
+    int64_t after_ms = (rig_now_us() - b->done_us) / 1000;
+
+    fprintf(stderr, "%s: left every queue %lld ms after the acquire returned\n", how,
+            (long long)after_ms);
+    ck_assert_msg(gone_ms >= 0, "%s: the waiter is still queued 3 s later", how);
+    ck_assert_msg(after_ms <= LEFT_WITHIN_MS, "%s: left %lld ms after the acquire returned",
+                  how, (long long)after_ms);
+}
+
+START_TEST(test_give_up_leaves_at_once)
+{
+    redlock_client *c = client_over(N_NODES);
+    redlock_lock *holder, *quitter;
+    char name[64], field[FIELD_CAP];
+    int seen_queued = 0;
+    bg_acquire b;
+    probe p;
+    size_t i;
+
+    rig_unique_name(name, sizeof(name), "fair", "giveup");
+    probe_open(&p, N_NODES, name);
+    holder = fair_handle(c, name, 0, 0);
+    quitter = fair_handle(c, name, 0, 0);
+    rig_field_of(c, W1, field, sizeof(field));
+    acquire_ok(holder, HOLDER, 0, LEASE_MS);
+
+    /* Its deadline: it must have queued while it waited. */
+    bg_start(&b, quitter, W1, 300);
+    while (!atomic_load(&b.finished)) {
+        seen_queued = seen_queued || !no_trace(&p, 0, field);
+        rig_sleep_ms(1);
+    }
+    pthread_join(b.th, NULL);
+    ck_assert_msg(b.rc == REDLOCK_ETIMEOUT, "wait 300 ms: %s", redlock_err_name(b.rc));
+    ck_assert_msg(seen_queued, "the waiter never queued on node 0");
+    assert_left_at_once(&p, field, &b, "deadline");
+
+    /* Cancelled from another thread while queued everywhere. */
+    bg_start(&b, quitter, W1, 10000);
+    ck_assert_msg(wait_queue_len(&p, 1, 5000) >= 0, "the waiter never queued");
+    redlock_acquire_cancel(quitter);
+    pthread_join(b.th, NULL);
+    ck_assert_msg(b.rc == REDLOCK_ECANCELED, "cancel: %s", redlock_err_name(b.rc));
+    assert_left_at_once(&p, field, &b, "cancel");
+
+    /* The holder is untouched, and nobody is left waiting. */
+    for (i = 0; i < N_NODES; i++)
+        ck_assert_int_eq(ask_int(&p, i, "EXISTS %s", name, NULL), 1);
+    unlock_ok(holder, HOLDER);
+    ck_assert_int_ge(wait_all_empty(&p, 3000), 0);
+    redlock_lock_free(holder);
+    redlock_lock_free(quitter);
+    redlock_client_free(c);
+    probe_close(&p);
+}
+END_TEST
+
+/* ------------------------------------------------------------------------ */
+/* 5. A lost wake-up costs at most a third of a place. */
+
+START_TEST(test_lost_wakeup)
+{
+    redlock_client *c = client_over(1);
+    redlock_lock *holder, *w;
+    char name[64], a[ARGS_CAP], wf[FIELD_CAP];
+    int64_t deleted_us, took_ms;
+    bg_acquire b;
+    probe p;
+    int rc;
+
+    rig_unique_name(name, sizeof(name), "fair", "lostwake");
+    probe_open(&p, 1, name);
+    holder = fair_handle(c, name, SHORT_PLACE_MS, 0);
+    w = fair_handle(c, name, SHORT_PLACE_MS, 0);
+    rig_field_of(c, W1, wf, sizeof(wf));
+    acquire_ok(holder, HOLDER, 0, LEASE_MS);
+    bg_start(&b, w, W1, 10000);
+    ck_assert_msg(wait_queue_len(&p, 1, 5000) >= 0, "the waiter never queued");
+    /* The hold vanishes without a release message (as if it were lost). */
+    deleted_us = rig_now_us();
+    ck_assert_str_eq(rig_cli(0, fmt_args(a, "DEL '%s'", name)), "1");
+    pthread_join(b.th, NULL);
+    took_ms = (b.done_us - deleted_us) / 1000;
+    fprintf(stderr, "lost wake-up: granted %lld ms after the silent delete\n",
+            (long long)took_ms);
+    ck_assert_msg(b.rc == REDLOCK_OK, "waiter: %s", redlock_err_name(b.rc));
+    ck_assert_msg(took_ms <= SHORT_PLACE_MS / 3 + 500, "granted %lld ms after the delete",
+                  (long long)took_ms);
+    /* The old holder's release cannot touch the new hold. */
+    rc = redlock_unlock_as(holder, HOLDER);
+    ck_assert_msg(rc == REDLOCK_ENOT_OWNER || rc == REDLOCK_ELOST, "old holder's unlock: %s",
+                  redlock_err_name(rc));
+    ck_assert_int_eq(ask_int(&p, 0, "HEXISTS %s %s", name, wf), 1);
+    unlock_ok(w, W1);
+    ck_assert_int_ge(wait_all_empty(&p, 3000), 0);
+    redlock_lock_free(holder);
+    redlock_lock_free(w);
+    redlock_client_free(c);
+    probe_close(&p);
+}
+END_TEST
+
+/* ------------------------------------------------------------------------ */
+/* 6. Re-entry counts, also while others wait; a fenced re-entry keeps its
+ *    token. */
+
+START_TEST(test_reentry_and_fencing)
+{
+    redlock_client *c = client_over(N_NODES);
+    redlock_lock *holder, *w;
+    char name[64], hf[FIELD_CAP], wf[FIELD_CAP], a[ARGS_CAP];
+    uint64_t first = 0, again = 0, theirs = 0;
+    int count = 0, i;
+    bg_acquire b;
+    probe p;
+
+    rig_unique_name(name, sizeof(name), "fair", "reentry");
+    probe_open(&p, N_NODES, name);
+    holder = fair_handle(c, name, 0, 1);
+    w = fair_handle(c, name, 0, 1);
+    rig_field_of(c, HOLDER, hf, sizeof(hf));
+    rig_field_of(c, W1, wf, sizeof(wf));
+    acquire_ok(holder, HOLDER, 0, LEASE_MS);
+    ck_assert_int_eq(redlock_lock_token_as(holder, HOLDER, &first), REDLOCK_OK);
+    ck_assert_uint_gt(first, 0);
+    acquire_ok(holder, HOLDER, 0, LEASE_MS);
+    bg_start(&b, w, W1, 15000);
+    ck_assert_msg(wait_queue_len(&p, 1, 5000) >= 0, "the waiter never queued");
+    /* Re-entry is granted though someone is queued. */
+    acquire_ok(holder, HOLDER, 0, LEASE_MS);
+    ck_assert_int_eq(redlock_lock_token_as(holder, HOLDER, &again), REDLOCK_OK);
+    ck_assert_uint_eq(again, first);
+    ck_assert_int_eq(redlock_hold_count_as(holder, HOLDER, &count), REDLOCK_OK);
+    ck_assert_int_eq(count, 3);
+    ck_assert_uint_eq(nodes_saying(N_NODES, N_NODES, "3", fmt_args(a, "HGET '%s' '%s'", name, hf)),
+                      N_NODES);
+    for (i = 2; i >= 1; i--) {
+        unlock_ok(holder, HOLDER);
+        ck_assert_int_eq(redlock_hold_count_as(holder, HOLDER, &count), REDLOCK_OK);
+        ck_assert_int_eq(count, i);
+    }
+    rig_sleep_ms(200);
+    ck_assert_msg(!atomic_load(&b.finished), "the waiter ended its wait while a hold is left");
+    ck_assert_int_eq(ask_int(&p, 0, "LLEN %s", p.queue, NULL), 1);
+    unlock_ok(holder, HOLDER);
+    pthread_join(b.th, NULL);
+    ck_assert_msg(b.rc == REDLOCK_OK, "waiter: %s", redlock_err_name(b.rc));
+    ck_assert_int_eq(redlock_lock_token_as(w, W1, &theirs), REDLOCK_OK);
+    ck_assert_msg(theirs > first, "the next holder's token %llu after %llu",
+                  (unsigned long long)theirs, (unsigned long long)first);
+    ck_assert_int_eq(redlock_unlock_as(holder, HOLDER), REDLOCK_ENOT_OWNER);
+    ck_assert_uint_eq(nodes_saying(N_NODES, N_NODES, "1", fmt_args(a, "HGET '%s' '%s'", name, wf)),
+                      N_NODES);
+    unlock_ok(w, W1);
+    ck_assert_int_ge(wait_all_empty(&p, 3000), 0);
+    redlock_lock_free(holder);
+    redlock_lock_free(w);
+    redlock_client_free(c);
+    probe_close(&p);
+}
+END_TEST
+
+/* ------------------------------------------------------------------------ */
+
+int main(void)
+{
+    Suite *s = suite_create("fair");
+
+    RIG_ADD_CASE(s, test_fifo_single, 60);
+    RIG_ADD_CASE(s, test_fifo_quorum_fenced, 60);
+    RIG_ADD_CASE(s, test_fifo_single_two_clients_fenced, 60);
+    RIG_ADD_CASE(s, test_fifo_quorum_two_clients, 60);
+    RIG_ADD_CASE(s, test_disordered_lists_no_deadlock, 60);
+    RIG_ADD_CASE(s, test_dead_waiter_at_head, 60);
+    RIG_ADD_CASE(s, test_give_up_leaves_at_once, 60);
+    RIG_ADD_CASE(s, test_lost_wakeup, 60);
+    RIG_ADD_CASE(s, test_reentry_and_fencing, 60);
+    return run_suite(s);
+}

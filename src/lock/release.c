@@ -275,39 +275,51 @@ static void make_strict(redlock__plan *p)
         p->batches[b].strict = 1;
 }
 
+/* Sends s's calls (made by fill) to the included members without waiting
+ * on silent nodes, and hands what did not answer to the background until
+ * give_up_ms from now: the shape of an abort and of a waiter leaving.
+ * s->answered must hold l->n bytes. Returns the calls deferred, or
+ * (size_t)-1 when nothing could be planned. */
+static size_t send_or_defer(redlock_lock *l, simple_ctx *s, redlock__plan_fill fill,
+                            const unsigned char *include, int64_t give_up_ms)
+{
+    redlock_client *c = l->client;
+    int64_t now = c->tp.ops->now_ns(c->tp.ctx);
+    redlock__plan p;
+    size_t deferred;
+
+    redlock__fmt_i64(s->lease, sizeof(s->lease), give_up_ms);
+    if (redlock__plan_build(&p, l, include, fill, s,
+                            now + redlock__node_timeout_ns(c, give_up_ms)) != REDLOCK_OK)
+        return (size_t)-1;
+    skip_waiting_for_silent(c, &p, now);
+    make_strict(&p);
+    s->plan = &p;
+    redlock__fanout(c, p.batches, p.nb, on_simple_reply, s);
+    deferred = defer_unanswered(l, &p, s->answered, now + give_up_ms * REDLOCK__NS_PER_MS);
+    redlock__plan_free(&p);
+    return deferred;
+}
+
 void redlock__abort_members(redlock_lock *l, const char *field, const char *request_id,
                             int64_t lease_ms, const unsigned char *include)
 {
-    redlock_client *c = l->client;
     simple_ctx s;
-    redlock__plan p;
-    unsigned char *answered = calloc(l->n, 1);
-    int64_t now = c->tp.ops->now_ns(c->tp.ctx);
     size_t deferred;
 
-    if (!answered)
-        return;
     memset(&s, 0, sizeof(s));
+    if (!(s.answered = calloc(l->n, 1)))
+        return;
     s.l = l;
     s.field = field;
     s.request_id = request_id;
     s.drop_all = "0";
-    s.answered = answered;
-    redlock__fmt_i64(s.lease, sizeof(s.lease), lease_ms);
-    if (redlock__plan_build(&p, l, include, fill_abort, &s,
-                            now + redlock__node_timeout_ns(c, lease_ms)) != REDLOCK_OK)
-        goto out;
-    skip_waiting_for_silent(c, &p, now);
-    make_strict(&p);
-    s.plan = &p;
-    redlock__fanout(c, p.batches, p.nb, on_simple_reply, &s);
-    deferred = defer_unanswered(l, &p, answered, now + lease_ms * REDLOCK__NS_PER_MS);
-    redlock__log(c, REDLOCK_LOG_DEBUG,
-                 "lock '%.200s' abort %.12s: %d undone, %d not held, %zu left to the background",
-                 l->members[0].name, request_id, s.ok, s.not_held, deferred);
-    redlock__plan_free(&p);
-out:
-    free(answered);
+    deferred = send_or_defer(l, &s, fill_abort, include, lease_ms);
+    if (deferred != (size_t)-1)
+        redlock__log(l->client, REDLOCK_LOG_DEBUG,
+                     "lock '%.200s' abort %.12s: %d undone, %d not held, %zu left to the "
+                     "background", l->members[0].name, request_id, s.ok, s.not_held, deferred);
+    free(s.answered);
 }
 
 static int fill_leave(void *ud, size_t m, const char **argv, char **owned,
@@ -332,35 +344,21 @@ static int fill_leave(void *ud, size_t m, const char **argv, char **owned,
 
 void redlock__leave_members(redlock_lock *l, const char *field, const unsigned char *include)
 {
-    redlock_client *c = l->client;
-    int64_t place_ms = atoll(l->wait_lease);
     simple_ctx s;
-    redlock__plan p;
-    unsigned char *answered = calloc(l->n, 1);
-    int64_t now = c->tp.ops->now_ns(c->tp.ctx);
     size_t deferred;
 
-    if (!answered)
-        return;
     memset(&s, 0, sizeof(s));
+    if (!(s.answered = calloc(l->n, 1)))
+        return;
     s.l = l;
     s.field = field;
-    s.answered = answered;
-    redlock__fmt_i64(s.lease, sizeof(s.lease), place_ms);
-    if (redlock__plan_build(&p, l, include, fill_leave, &s,
-                            now + redlock__node_timeout_ns(c, place_ms)) != REDLOCK_OK)
-        goto out;
-    skip_waiting_for_silent(c, &p, now);
-    make_strict(&p);
-    s.plan = &p;
-    redlock__fanout(c, p.batches, p.nb, on_simple_reply, &s);
     /* A place not taken back lapses by itself within the wait lease. */
-    deferred = defer_unanswered(l, &p, answered, now + place_ms * REDLOCK__NS_PER_MS);
-    redlock__log(c, REDLOCK_LOG_DEBUG, "lock '%.200s': waiter left the queue on %d members, "
-                 "%zu left to the background", l->members[0].name, s.ok, deferred);
-    redlock__plan_free(&p);
-out:
-    free(answered);
+    deferred = send_or_defer(l, &s, fill_leave, include, atoll(l->wait_lease));
+    if (deferred != (size_t)-1)
+        redlock__log(l->client, REDLOCK_LOG_DEBUG,
+                     "lock '%.200s': waiter left the queue on %d members, %zu left to the "
+                     "background", l->members[0].name, s.ok, deferred);
+    free(s.answered);
 }
 
 int redlock__fence_store(redlock_lock *l, const char *field, uint64_t token,

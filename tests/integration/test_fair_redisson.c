@@ -531,6 +531,14 @@ START_TEST(test_redisson_grant_keeps_our_place)
     fprintf(stderr, "R2 granted right after R's unlock: %d; W still waiting: %d\n", r2_granted,
             !atomic_load(&b.finished));
     ck_assert_msg(!r2_granted, "R2, queued after our waiter, was served first");
+    /* Our waiter is first now: R's unlock woke it. */
+    pthread_join(b.th, NULL);
+    ck_assert_msg(b.rc == REDLOCK_OK, "our waiter: %s", redlock_err_name(b.rc));
+    unlock_ok(w, W1);
+    redisFree(rs.ctx);
+    redlock_lock_free(holder);
+    redlock_lock_free(w);
+    redlock_client_free(c);
 }
 END_TEST
 

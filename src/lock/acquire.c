@@ -399,8 +399,10 @@ int redlock_acquire_as(redlock_lock *l, uint64_t owner, int64_t wait_ms, int64_t
                                     now_of(&a) + redlock__node_timeout_ns(a.c, a.lease_ms));
             continue;
         }
-        /* A fair waiter queues from its next attempt on: ticket first. */
-        if (l->kind == REDLOCK__KIND_FAIR && !a.ticketed && a.watched &&
+        /* A fair waiter queues from its next attempt on: ticket first
+         * (after subscribing; without release messages it queues all the
+         * same and learns of its turn at its next renewal). */
+        if (l->kind == REDLOCK__KIND_FAIR && !a.ticketed && (a.watched || a.c->disable_pubsub) &&
             redlock__fair_ticket(l, a.lease_ms, a.ticket) == REDLOCK_OK) {
             a.ticketed = 1;
             continue;

@@ -21,10 +21,10 @@
  * Checked:
  *   - redlock_lock_new refuses with REDLOCK_EINVAL exactly the names that
  *     are empty or start with "redlock_gen:{", "redlock_latch:{",
- *     "redlock_facts:{" or "redisson_lock_token:{" (spelled out here, so a
- *     change to the
- *     library's list must be made on purpose), and redlock__reserved_prefix
- *     agrees;
+ *     "redlock_facts:{", "redisson_lock_token:{", "redlock_rwwait:{",
+ *     "redlock_fair:{" or "redlock_fairlapse:{" (spelled out here, so a
+ *     change to the library's list must be made on purpose), and
+ *     redlock__reserved_prefix agrees;
  *   - every key of an accepted name has its documented form (the token key
  *     and channel are Redisson's: Java clients share them);
  *   - every companion key of an accepted name is itself refused as a name;
@@ -46,8 +46,10 @@
 #define ID_LEN 32
 #define N_ROLES 5 /* name, latch, token, generations, holder facts: the keys */
 
-static const char *const reserved[] = {"redlock_gen:{", "redlock_latch:{", "redlock_facts:{",
-                                       "redisson_lock_token:{"};
+static const char *const reserved[] = {"redlock_gen:{",         "redlock_latch:{",
+                                       "redlock_facts:{",       "redisson_lock_token:{",
+                                       "redlock_rwwait:{",      "redlock_fair:{",
+                                       "redlock_fairlapse:{"};
 
 static void require(int ok, const char *what, const char *a, const char *b)
 {

@@ -36,13 +36,14 @@
 #define HEADER 2
 #define N_NODES 2
 
-/* Two locks are watched: "fz" on both nodes, "a}b" on node 1 only. */
-static const char *const fz_names[] = {"fz", "fz"};
-static const size_t fz_nodes[] = {0, 1};
-static const char *const ab_names[] = {"a}b"};
-static const size_t ab_nodes[] = {1};
+/* The release channels of two locks are watched: "fz" on both nodes,
+ * "a}b" on node 1 only. */
 #define FZ_CHANNEL "redisson_lock__channel:{fz}"
 #define AB_CHANNEL "redisson_lock__channel:{a}b}"
+static const char *const fz_names[] = {FZ_CHANNEL, FZ_CHANNEL};
+static const size_t fz_nodes[] = {0, 1};
+static const char *const ab_names[] = {AB_CHANNEL};
+static const size_t ab_nodes[] = {1};
 
 static void require(int ok, const char *what)
 {

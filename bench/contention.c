@@ -102,6 +102,7 @@ typedef struct worker {
     shared *s;
     int index;
     long acquisitions, self_handoffs, timeouts;
+    redlock_stats stats; /* the client's, at the end */
     bench_samples handoff, gap, acquire, release;
 } worker;
 
@@ -112,6 +113,7 @@ typedef struct tally {
     bench_samples handoff, gap, acquire, release;
     bench_meter meter;
     long long usec, scripts, calls;
+    unsigned long long attempts, busy; /* the clients' own counts */
 } tally;
 
 static void *work(void *arg)
@@ -170,6 +172,7 @@ static void *work(void *arg)
     /* The clock stops when the last worker is done, before the clients'
      * teardown (threads joined, connections closed). */
     pthread_barrier_wait(&s->done);
+    bench_check(redlock_client_stats(c, &w->stats), "client_stats");
     redlock_lock_free(l);
     redlock_client_free(c);
     return NULL;
@@ -267,6 +270,8 @@ static void run_chunk(const point *p, const variant *v, int round, tally *t)
         t->acquisitions += w[i].acquisitions;
         t->self_handoffs += w[i].self_handoffs;
         t->timeouts += w[i].timeouts;
+        t->attempts += w[i].stats.attempts;
+        t->busy += w[i].stats.busy;
     }
     t->overlaps += s->overlaps;
     free(w);
@@ -359,6 +364,12 @@ static void print_variant(const point *p, const variant *v, tally *t, const benc
     bench_json_num(&j, "server_us_per_grant", (double)t->usec / grants);
     bench_json_num(&j, "scripts_per_grant", (double)t->scripts / grants);
     bench_json_num(&j, "commands_per_grant", (double)t->calls / grants);
+    bench_json_end_obj(&j);
+    /* Attempts per grant above 1 are refusals (busy, another waiter
+     * first) and split votes, counted by the clients themselves. */
+    bench_json_obj(&j, "client");
+    bench_json_num(&j, "attempts_per_grant", (double)t->attempts / grants);
+    bench_json_num(&j, "busy_per_grant", (double)t->busy / grants);
     bench_json_end_obj(&j);
     bench_json_obj(&j, "baseline");
     bench_json_str(&j, "name", "floor acquire round trip, same nodes, same run");

@@ -37,9 +37,21 @@
 -- Returns as acquire.lua: {token, generation} held; when refused, the
 -- holder's PTTL, or while the lock is free but another waiter is first,
 -- the ms until that waiter's place lapses; -3 cancelled or a late copy.
+-- A refused try without a ticket answers {that number, 't', candidate}:
+-- this node's ticket candidate as fair_ticket.lua computes it, so a
+-- waiter refused by a quorum has its ticket without another round.
 if redis.call('exists', KEYS[2]) == 1 then return -3 end
 local t = redis.call('time')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+-- A refusal; without a ticket it carries this node's candidate (the
+-- arithmetic is fair_ticket.lua's).
+local function refuse(v)
+    if ARGV[5] ~= '' then return v end
+    local top = redis.call('zrange', KEYS[5], -1, -1, 'withscores')
+    local seq = tonumber(top[2] or '0')
+    return {v, 't', string.format('%.0f', math.max(seq + 1,
+            tonumber(t[1]) * 1000000 + tonumber(t[2])))}
+end
 -- The first waiter whose place has not lapsed, dropping lapsed ones.
 local function first_waiter(queue, timeouts, tickets, lapses, now)
     for _ = 1, 100 do
@@ -97,7 +109,7 @@ if redis.call('exists', KEYS[1]) == 1 then
     local h = redis.call('hmget', KEYS[1], ARGV[2], genf, 'mode')
     if not h[1] or h[3] then
         enqueue()
-        return redis.call('pttl', KEYS[1])
+        return refuse(redis.call('pttl', KEYS[1]))
     end
     local v = h[2] or ''
     local gen = string.match(v, '^[^,]*')
@@ -123,7 +135,7 @@ if redis.call('exists', KEYS[1]) == 1 then
     redis.call('hdel', KEYS[1], ARGV[2], genf)
     if redis.call('exists', KEYS[1]) == 1 then
         enqueue()
-        return redis.call('pttl', KEYS[1])
+        return refuse(redis.call('pttl', KEYS[1]))
     end
 end
 -- Queue (or renew) before deciding who is first: a waiter whose ticket
@@ -134,7 +146,7 @@ local first = first_waiter(KEYS[3], KEYS[4], KEYS[5], KEYS[6], now)
 if first and first ~= ARGV[2] then
     local lapse = tonumber(redis.call('zscore', KEYS[6], first) or
                            redis.call('zscore', KEYS[4], first) or now)
-    return math.max(math.min(lapse - now, tonumber(ARGV[6])), 0)
+    return refuse(math.max(math.min(lapse - now, tonumber(ARGV[6])), 0))
 end
 if first then redis.call('lrem', KEYS[3], 0, first) end
 redis.call('zrem', KEYS[4], ARGV[2])

@@ -391,6 +391,14 @@ int redlock_acquire_as(redlock_lock *l, uint64_t owner, int64_t wait_ms, int64_t
         rc = attempt_once(&a);
         if (rc == REDLOCK_OK || wait_is_over(&a, &rc))
             break;
+        /* A fair try without a ticket that a quorum refused brought their
+         * candidates: the ticket, without a round of its own. It queues
+         * from the next attempt on, made after subscribing. */
+        if (l->kind == REDLOCK__KIND_FAIR && !a.ticketed &&
+            a.res.ticket_answers >= l->quorum) {
+            redlock__fmt_u64(a.ticket, sizeof(a.ticket), a.res.ticket_best);
+            a.ticketed = 1;
+        }
         if (!a.watched && !a.c->disable_pubsub) {
             /* Subscribe first, then try again at once: a release between
              * the failed attempt and the subscription is then not missed. */
@@ -399,9 +407,9 @@ int redlock_acquire_as(redlock_lock *l, uint64_t owner, int64_t wait_ms, int64_t
                                     now_of(&a) + redlock__node_timeout_ns(a.c, a.lease_ms));
             continue;
         }
-        /* A fair waiter queues from its next attempt on: ticket first
-         * (after subscribing; without release messages it queues all the
-         * same and learns of its turn at its next renewal). */
+        /* Else a fair waiter takes a ticket in a round of its own (after
+         * subscribing; without release messages it queues all the same
+         * and learns of its turn at its next renewal). */
         if (l->kind == REDLOCK__KIND_FAIR && !a.ticketed && (a.watched || a.c->disable_pubsub) &&
             redlock__fair_ticket(l, a.lease_ms, a.ticket) == REDLOCK_OK) {
             a.ticketed = 1;

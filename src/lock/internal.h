@@ -197,6 +197,10 @@ typedef struct redlock__attempt_result {
      * the member reported it ("" for a hold without one), if it did. */
     redlock__gen gens[REDLOCK__MAX_NODES];
     unsigned char gen_reported[REDLOCK__MAX_NODES];
+    /* A fair try without a ticket: how many members refused it with a
+     * ticket candidate, and the largest (a ticket once a quorum did). */
+    int ticket_answers;
+    unsigned long long ticket_best;
 } redlock__attempt_result;
 
 /* client.c */

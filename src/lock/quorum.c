@@ -132,6 +132,11 @@ static answer classify_acquire(acquire_ctx *a, size_t m, int err, const char *ms
         rep->pttl_ms = sr.pttl_ms;
         if (sr.pttl_ms >= 0 && (a->min_pttl_ms < 0 || sr.pttl_ms < a->min_pttl_ms))
             a->min_pttl_ms = sr.pttl_ms;
+        if (sr.ticket && a->res) {
+            a->res->ticket_answers++;
+            if (sr.ticket > a->res->ticket_best)
+                a->res->ticket_best = sr.ticket;
+        }
         return ANSWER_BUSY;
     case REDLOCK__REPLY_ERROR:
         redlock__note_failure(rep, sr.err, sr.message);

@@ -312,6 +312,24 @@ static void malformed(redlock__script_reply *out, const char *why)
     out->message = why;
 }
 
+/* A ticket candidate: 1 to 20 decimal digits that fit 64 bits, else 0. */
+static unsigned long long ticket_of(const redisReply *s)
+{
+    unsigned long long v = 0;
+    size_t i;
+
+    if (s->len == 0 || s->len > 20)
+        return 0;
+    for (i = 0; i < s->len; i++) {
+        unsigned d = (unsigned)(s->str[i] - '0');
+
+        if (d > 9 || v > (~0ULL - d) / 10)
+            return 0;
+        v = v * 10 + d;
+    }
+    return v;
+}
+
 /* A generation is empty (none kept) or REDLOCK__SCRIPT_GEN_LEN lowercase
  * hex digits, as acquire.lua writes it. */
 static int gen_well_formed(const redisReply *g)
@@ -361,6 +379,20 @@ void redlock__parse_acquire(const redisReply *r, int fenced, redlock__script_rep
     if (r->type == REDIS_REPLY_INTEGER && r->integer >= -1) {
         out->kind = REDLOCK__REPLY_BUSY;
         out->pttl_ms = r->integer;
+        return;
+    }
+    /* A fair lock's refusal of a try without a ticket: {pttl, 't', candidate}. */
+    if (r->type == REDIS_REPLY_ARRAY && r->elements == 3 &&
+        r->element[0]->type == REDIS_REPLY_INTEGER && r->element[0]->integer >= -1 &&
+        r->element[1]->type == REDIS_REPLY_STRING && r->element[1]->len == 1 &&
+        r->element[1]->str[0] == 't' && r->element[2]->type == REDIS_REPLY_STRING) {
+        out->ticket = ticket_of(r->element[2]);
+        if (out->ticket == 0) {
+            malformed(out, "unexpected ticket candidate in an acquire reply");
+            return;
+        }
+        out->kind = REDLOCK__REPLY_BUSY;
+        out->pttl_ms = r->element[0]->integer;
         return;
     }
     malformed(out, "unexpected reply to acquire");

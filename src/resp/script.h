@@ -179,6 +179,9 @@ typedef struct redlock__script_reply {
                                * or a static string */
     long long token;          /* acquire: > 0 on a fresh fenced hold */
     int64_t pttl_ms;          /* BUSY: the holder's TTL, -1 none */
+    /* BUSY from fair_acquire.lua without a ticket: the node's ticket
+     * candidate, 0 if the reply had none. */
+    unsigned long long ticket;
     const char *gen;          /* acquire: the hold's generation, or NULL */
     size_t gen_len;
     int deleted;              /* force_release: 1 when a hold was deleted */

@@ -646,6 +646,44 @@ START_TEST(test_lost_wakeup)
 END_TEST
 
 /* ------------------------------------------------------------------------ */
+/* 5b. A refused waiter queues with its second attempt: the refusal by a
+ *     quorum brought its ticket, so there is no ticket round and no try
+ *     between subscribing and queueing. */
+
+START_TEST(test_queues_on_second_attempt)
+{
+    redlock_client *c = client_over(N_NODES), *wc = client_over(N_NODES);
+    redlock_lock *holder, *w;
+    redlock_stats st;
+    char name[64];
+    bg_acquire b;
+    probe p;
+
+    rig_unique_name(name, sizeof(name), "fair", "twotries");
+    probe_open(&p, N_NODES, name);
+    holder = fair_handle(c, name, SHORT_PLACE_MS, 0);
+    w = fair_handle(wc, name, SHORT_PLACE_MS, 0);
+    acquire_ok(holder, HOLDER, 0, LEASE_MS);
+    bg_start(&b, w, W1, 10000);
+    ck_assert_msg(wait_queue_len(&p, 1, 5000) >= 0, "the waiter never queued");
+    /* Well before its first renewal (a third of the place). */
+    ck_assert_int_eq(redlock_client_stats(wc, &st), REDLOCK_OK);
+    ck_assert_msg(st.attempts == 2, "queued after %llu attempts",
+                  (unsigned long long)st.attempts);
+    unlock_ok(holder, HOLDER);
+    pthread_join(b.th, NULL);
+    ck_assert_msg(b.rc == REDLOCK_OK, "waiter: %s", redlock_err_name(b.rc));
+    unlock_ok(w, W1);
+    ck_assert_int_ge(wait_all_empty(&p, 3000), 0);
+    redlock_lock_free(holder);
+    redlock_lock_free(w);
+    redlock_client_free(c);
+    redlock_client_free(wc);
+    probe_close(&p);
+}
+END_TEST
+
+/* ------------------------------------------------------------------------ */
 /* 6. Re-entry counts, also while others wait; a fenced re-entry keeps its
  *    token. */
 
@@ -719,6 +757,7 @@ int main(void)
     RIG_ADD_CASE(s, test_dead_waiter_at_head, 60);
     RIG_ADD_CASE(s, test_give_up_leaves_at_once, 60);
     RIG_ADD_CASE(s, test_lost_wakeup, 60);
+    RIG_ADD_CASE(s, test_queues_on_second_attempt, 60);
     RIG_ADD_CASE(s, test_reentry_and_fencing, 60);
     return run_suite(s);
 }

@@ -251,35 +251,53 @@ typedef struct acquire_row {
     long long token;
     int64_t pttl_ms;
     size_t gen_len;
+    unsigned long long ticket; /* BUSY: the fair ticket candidate, 0 none */
 } acquire_row;
 
 static const acquire_row acquire_rows[] = {
-    {"re-entry answers token 0", "*1\r\n:0\r\n", 0, REDLOCK__REPLY_GRANTED, 0, 0, -1, 0},
+    {"re-entry answers token 0", "*1\r\n:0\r\n", 0, REDLOCK__REPLY_GRANTED, 0, 0, -1, 0, 0},
     {"a fresh grant reports its generation", "*2\r\n:0\r\n$32\r\n" GEN "\r\n", 0,
-     REDLOCK__REPLY_GRANTED, 0, 0, -1, 32},
+     REDLOCK__REPLY_GRANTED, 0, 0, -1, 32, 0},
     {"a fenced fresh grant carries its token candidate", "*2\r\n:42\r\n$32\r\n" GEN "\r\n", 1,
-     REDLOCK__REPLY_GRANTED, 0, 42, -1, 32},
+     REDLOCK__REPLY_GRANTED, 0, 42, -1, 32, 0},
     {"an empty generation is none kept", "*2\r\n:0\r\n$0\r\n\r\n", 0, REDLOCK__REPLY_GRANTED,
-     0, 0, -1, 0},
+     0, 0, -1, 0, 0},
     {"a token without fencing is not an answer", "*1\r\n:5\r\n", 0, REDLOCK__REPLY_MALFORMED,
-     REDLOCK_EPROTO, 0, -1, 0},
+     REDLOCK_EPROTO, 0, -1, 0, 0},
     {"a generation of the wrong length is refused", "*2\r\n:0\r\n$3\r\nabc\r\n", 0,
-     REDLOCK__REPLY_MALFORMED, REDLOCK_EPROTO, 0, -1, 0},
+     REDLOCK__REPLY_MALFORMED, REDLOCK_EPROTO, 0, -1, 0, 0},
     {"a generation with upper case is refused", "*2\r\n:0\r\n$32\r\n0123456789ABCDEF0123456789abcdef\r\n",
-     0, REDLOCK__REPLY_MALFORMED, REDLOCK_EPROTO, 0, -1, 0},
+     0, REDLOCK__REPLY_MALFORMED, REDLOCK_EPROTO, 0, -1, 0, 0},
     {"nil is a grant without a generation when not fenced", "$-1\r\n", 0,
-     REDLOCK__REPLY_GRANTED, 0, 0, -1, 0},
+     REDLOCK__REPLY_GRANTED, 0, 0, -1, 0, 0},
     {"nil is no answer when fenced", "$-1\r\n", 1, REDLOCK__REPLY_MALFORMED, REDLOCK_EPROTO, 0,
-     -1, 0},
-    {"busy answers the holder's TTL", ":1234\r\n", 0, REDLOCK__REPLY_BUSY, 0, 0, 1234, 0},
-    {"busy without expiry answers -1", ":-1\r\n", 0, REDLOCK__REPLY_BUSY, 0, 0, -1, 0},
-    {"below -1 is no TTL", ":-5\r\n", 0, REDLOCK__REPLY_MALFORMED, REDLOCK_EPROTO, 0, -1, 0},
+     -1, 0, 0},
+    {"busy answers the holder's TTL", ":1234\r\n", 0, REDLOCK__REPLY_BUSY, 0, 0, 1234, 0, 0},
+    {"busy without expiry answers -1", ":-1\r\n", 0, REDLOCK__REPLY_BUSY, 0, 0, -1, 0, 0},
+    {"below -1 is no TTL", ":-5\r\n", 0, REDLOCK__REPLY_MALFORMED, REDLOCK_EPROTO, 0, -1, 0, 0},
+    {"a fair refusal carries its ticket candidate",
+     "*3\r\n:250\r\n$1\r\nt\r\n$16\r\n1732400000000001\r\n", 0, REDLOCK__REPLY_BUSY, 0, 0,
+     250, 0, 1732400000000001ULL},
+    {"the largest 64-bit candidate is read",
+     "*3\r\n:0\r\n$1\r\nt\r\n$20\r\n18446744073709551615\r\n", 0, REDLOCK__REPLY_BUSY, 0, 0,
+     0, 0, 18446744073709551615ULL},
+    {"a candidate past 64 bits is refused",
+     "*3\r\n:0\r\n$1\r\nt\r\n$20\r\n18446744073709551616\r\n", 0,
+     REDLOCK__REPLY_MALFORMED, REDLOCK_EPROTO, 0, -1, 0, 0},
+    {"a candidate that is not a number is refused", "*3\r\n:0\r\n$1\r\nt\r\n$3\r\n12x\r\n",
+     0, REDLOCK__REPLY_MALFORMED, REDLOCK_EPROTO, 0, -1, 0, 0},
+    {"a zero candidate is refused", "*3\r\n:0\r\n$1\r\nt\r\n$1\r\n0\r\n", 0,
+     REDLOCK__REPLY_MALFORMED, REDLOCK_EPROTO, 0, -1, 0, 0},
+    {"a three-part reply needs the ticket mark", "*3\r\n:0\r\n$1\r\nx\r\n$1\r\n5\r\n", 0,
+     REDLOCK__REPLY_MALFORMED, REDLOCK_EPROTO, 0, -1, 0, 0},
+    {"a refusal's TTL below -1 is refused", "*3\r\n:-7\r\n$1\r\nt\r\n$1\r\n5\r\n", 0,
+     REDLOCK__REPLY_MALFORMED, REDLOCK_EPROTO, 0, -1, 0, 0},
     {"a loading server maps to ELOADING", "-LOADING Redis is loading\r\n", 0,
-     REDLOCK__REPLY_ERROR, REDLOCK_ELOADING, 0, -1, 0},
+     REDLOCK__REPLY_ERROR, REDLOCK_ELOADING, 0, -1, 0, 0},
     {"an unknown server error is ESERVER", "-ERR boom\r\n", 1, REDLOCK__REPLY_ERROR,
-     REDLOCK_ESERVER, 0, -1, 0},
+     REDLOCK_ESERVER, 0, -1, 0, 0},
     {"a status reply is not an answer", "+OK\r\n", 0, REDLOCK__REPLY_MALFORMED, REDLOCK_EPROTO,
-     0, -1, 0},
+     0, -1, 0, 0},
 };
 
 START_TEST(acquire_replies)
@@ -295,8 +313,10 @@ START_TEST(acquire_replies)
         ck_assert_msg(sr.token == row->token, "%s: token", row->rule);
         ck_assert_msg(sr.gen_len == row->gen_len, "%s: gen_len", row->rule);
     }
-    if (sr.kind == REDLOCK__REPLY_BUSY)
+    if (sr.kind == REDLOCK__REPLY_BUSY) {
         ck_assert_msg(sr.pttl_ms == row->pttl_ms, "%s: pttl", row->rule);
+        ck_assert_msg(sr.ticket == row->ticket, "%s: ticket %llu", row->rule, sr.ticket);
+    }
     if (sr.kind == REDLOCK__REPLY_ERROR || sr.kind == REDLOCK__REPLY_MALFORMED)
         ck_assert_msg(sr.message && *sr.message, "%s: a message", row->rule);
     freeReplyObject(r);

@@ -62,7 +62,7 @@ local function first_waiter(queue, timeouts, tickets, lapses, now)
         if not first then return nil end
         -- Ours lapse by our own clock; a Redisson waiter's by its timeout.
         local lapse = redis.call('zscore', lapses, first) or redis.call('zscore', timeouts, first)
-        if lapse and tonumber(lapse) > now then return first end
+        if lapse and tonumber(lapse) > now then return first, tonumber(lapse) end
         redis.call('lrem', queue, 0, first)
         redis.call('zrem', timeouts, first)
         redis.call('zrem', tickets, first)
@@ -138,20 +138,25 @@ if redis.call('exists', KEYS[1]) == 1 then
         return refuse(redis.call('pttl', KEYS[1]))
     end
 end
--- Queue (or renew) before deciding who is first: a waiter whose ticket
--- is smaller than the first one's must be first at once, or both could be
--- refused while the lock is free, with nobody left to wake.
-enqueue()
-local first = first_waiter(KEYS[3], KEYS[4], KEYS[5], KEYS[6], now)
+-- Who is first, counting the caller by its ticket whether or not it is
+-- queued here: a waiter whose ticket is smaller than the first one's must
+-- be first at once, or both could be refused while the lock is free, with
+-- nobody left to wake. Only a refused caller queues (or renews); a
+-- granted one leaves its place.
+local first, lapse = first_waiter(KEYS[3], KEYS[4], KEYS[5], KEYS[6], now)
 if first and first ~= ARGV[2] then
-    local lapse = tonumber(redis.call('zscore', KEYS[6], first) or
-                           redis.call('zscore', KEYS[4], first) or now)
-    return refuse(math.max(math.min(lapse - now, tonumber(ARGV[6])), 0))
+    local theirs = ARGV[5] ~= '' and tonumber(redis.call('zscore', KEYS[5], first) or '')
+    local ticket = tonumber(ARGV[5])
+    if not theirs or theirs < ticket or (theirs == ticket and first < ARGV[2]) then
+        enqueue()
+        return refuse(math.max(math.min(lapse - now, tonumber(ARGV[6])), 0))
+    end
+elseif first then
+    redis.call('lrem', KEYS[3], 0, first)
+    redis.call('zrem', KEYS[4], first)
+    redis.call('zrem', KEYS[5], first)
+    redis.call('zrem', KEYS[6], first)
 end
-if first then redis.call('lrem', KEYS[3], 0, first) end
-redis.call('zrem', KEYS[4], ARGV[2])
-redis.call('zrem', KEYS[5], ARGV[2])
-redis.call('zrem', KEYS[6], ARGV[2])
 redis.call('hset', KEYS[1], ARGV[2], 1, genf, ARGV[3])
 redis.call('pexpire', KEYS[1], ARGV[1])
 if #KEYS < 7 then return {0, ARGV[3]} end

@@ -45,10 +45,14 @@ end
 -- Leaves the owner's place and wakes the first waiter once the lock is
 -- free.
 local function leave_and_wake()
-    redis.call('lrem', KEYS[4], 0, ARGV[3])
-    redis.call('zrem', KEYS[5], ARGV[3])
-    redis.call('zrem', KEYS[6], ARGV[3])
-    redis.call('zrem', KEYS[7], ARGV[3])
+    -- A place of ours has its lapse while any part of it is left
+    -- (Redisson's scripts drop only the list and timeout entries).
+    if redis.call('zscore', KEYS[7], ARGV[3]) then
+        redis.call('lrem', KEYS[4], 0, ARGV[3])
+        redis.call('zrem', KEYS[5], ARGV[3])
+        redis.call('zrem', KEYS[6], ARGV[3])
+        redis.call('zrem', KEYS[7], ARGV[3])
+    end
     if redis.call('exists', KEYS[1]) == 1 then return end
     local t = redis.call('time')
     local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)

@@ -59,13 +59,50 @@ static int64_t next_try(redlock_client *c, int rc, const redlock__attempt_result
  * plain lock of the same name excludes it, and publishes only there. A
  * fair lock's waiter listens only on its own channel: a release wakes the
  * next waiter, not everyone. */
-static void *watch_members(redlock_lock *l, const char *field, int64_t deadline)
+/*
+ * A fair waiter's channels are its own, so the handle keeps the last
+ * waiter's subscription for that owner's next wait: a worker that asks
+ * again and again subscribes once, not per wait. A message on a kept
+ * channel between waits costs one early attempt at most.
+ */
+static void *take_kept_watch(redlock_lock *l, const char *field)
+{
+    void *w = NULL;
+
+    pthread_mutex_lock(&l->mu);
+    if (l->fair_watch && strcmp(l->fair_watch_field, field) == 0) {
+        w = l->fair_watch;
+        l->fair_watch = NULL;
+    }
+    pthread_mutex_unlock(&l->mu);
+    return w;
+}
+
+static void keep_or_unwatch(redlock_lock *l, const char *field, void *w)
+{
+    pthread_mutex_lock(&l->mu);
+    if (!l->fair_watch) {
+        l->fair_watch = w;
+        snprintf(l->fair_watch_field, sizeof(l->fair_watch_field), "%s", field);
+        w = NULL;
+    }
+    pthread_mutex_unlock(&l->mu);
+    if (w)
+        l->client->tp.ops->unwatch(l->client->tp.ctx, w);
+}
+
+static void *watch_members(redlock_lock *l, const char *field, int64_t deadline, int *kept)
 {
     const char *channels[2 * REDLOCK__MAX_NODES];
     char *own[REDLOCK__MAX_NODES] = {0};
     size_t nodes[2 * REDLOCK__MAX_NODES], i, n = 0;
     void *w;
 
+    *kept = 0;
+    if (l->kind == REDLOCK__KIND_FAIR && (w = take_kept_watch(l, field))) {
+        *kept = 1;
+        return w;
+    }
     for (i = 0; i < l->n; i++) {
         if (l->kind == REDLOCK__KIND_FAIR) {
             if (!(own[i] = redlock__waiter_channel(&l->members[i], field)))
@@ -312,7 +349,9 @@ static int finish(acquire *a, int rc)
     const redlock__attempt_result *res = &a->res;
     const char *why = redlock__first_failure(l), *sep = *why ? "; " : "";
 
-    if (a->watch)
+    if (a->watch && l->kind == REDLOCK__KIND_FAIR)
+        keep_or_unwatch(l, a->field, a->watch);
+    else if (a->watch)
         a->c->tp.ops->unwatch(a->c->tp.ctx, a->watch);
     if (a->ticketed)
         leave_queue(a, rc);
@@ -402,9 +441,18 @@ int redlock_acquire_as(redlock_lock *l, uint64_t owner, int64_t wait_ms, int64_t
         if (!a.watched && !a.c->disable_pubsub) {
             /* Subscribe first, then try again at once: a release between
              * the failed attempt and the subscription is then not missed. */
+            int kept;
+
             a.watched = 1;
             a.watch = watch_members(l, a.field,
-                                    now_of(&a) + redlock__node_timeout_ns(a.c, a.lease_ms));
+                                    now_of(&a) + redlock__node_timeout_ns(a.c, a.lease_ms),
+                                    &kept);
+            /* A kept subscription starts from what it has heard so far:
+             * messages of the last wait (late releases of stragglers)
+             * must not wake this one. Nothing was queued since, so
+             * nothing for this wait is among them. */
+            if (kept)
+                a.c->tp.ops->wait(a.c->tp.ctx, a.watch, &a.seen, 0);
             continue;
         }
         /* Else a fair waiter takes a ticket in a round of its own (after

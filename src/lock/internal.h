@@ -167,6 +167,12 @@ struct redlock_lock {
     int watchdog;                  /* renewed by the watchdog */
     int lost_reason;
 
+    /* Fair: the last waiter's subscription to its own channels, kept for
+     * the owner's next wait (acquire.c), guarded by mu; unwatched when
+     * the handle is freed. */
+    void *fair_watch;
+    char fair_watch_field[64];
+
     int64_t unavailable_since_ns;  /* no quorum reachable since (atomic) */
     uint64_t cancels;              /* redlock_acquire_cancel() calls (atomic) */
     /* Watchdog list membership, guarded by client->wd.mu. */

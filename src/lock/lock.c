@@ -20,6 +20,8 @@
 
 static void lock_destroy(redlock_lock *l)
 {
+    if (l->fair_watch)
+        l->client->tp.ops->unwatch(l->client->tp.ctx, l->fair_watch);
     redlock__watchdog_remove(l);
     redlock__facts_forget(l);
     redlock__hold_free_handle(l);

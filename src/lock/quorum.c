@@ -212,8 +212,13 @@ static int on_acquire_reply(void *ud, size_t batch, size_t call, int err,
     }
     a->pending--;
     /* Decide as soon as the outcome is certain: a quorum of grants, or too
-     * few members left to reach one. Stragglers are abandoned. */
-    return redlock__fanout_settled(a->granted, a->pending, q);
+     * few members left to reach one. A grant's stragglers are abandoned
+     * (they are part of the hold). A refusal's are heard for a little
+     * longer: each one that answers is a member that needs no abort (and
+     * a fair waiter stays queued there). */
+    if (!redlock__fanout_settled(a->granted, a->pending, q))
+        return 0;
+    return a->granted < q && a->pending > 0 ? REDLOCK__FANOUT_LINGER : 1;
 }
 
 

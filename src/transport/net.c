@@ -203,10 +203,37 @@ static int64_t slot_deadline(const slot *s, int connect_timeout_ms)
     return d;
 }
 
+/* The caller's reply_fn behind one that turns REDLOCK__FANOUT_LINGER into
+ * a deadline: as long again as the fan-out has run when it is first said. */
+typedef struct lingering {
+    redlock__reply_fn fn;
+    void *ud;
+    int64_t started, until;
+} lingering;
+
+static int linger_fn(void *ud, size_t batch, size_t call, int err, const char *msg,
+                     redisReply *r)
+{
+    lingering *lg = ud;
+    int ret = lg->fn(lg->ud, batch, call, err, msg, r);
+
+    if (ret != REDLOCK__FANOUT_LINGER)
+        return ret;
+    if (lg->until == INT64_MAX) {
+        int64_t now = redlock__now_ns();
+
+        lg->until = now + (now - lg->started);
+    }
+    return 0;
+}
+
 int redlock__fanout_conns(redlock__conn *conns, const redlock__batch *batches,
                           size_t n, int connect_timeout_ms, uint64_t *failures,
-                          redlock__reply_fn fn, void *ud)
+                          redlock__reply_fn caller_fn, void *caller_ud)
 {
+    lingering lg = {caller_fn, caller_ud, redlock__now_ns(), INT64_MAX};
+    redlock__reply_fn fn = linger_fn;
+    void *ud = &lg;
     slot slots[MAX_BATCHES];
     struct pollfd pfd[MAX_BATCHES];
     size_t idx[MAX_BATCHES];
@@ -254,6 +281,9 @@ int redlock__fanout_conns(redlock__conn *conns, const redlock__batch *batches,
         int r;
 
         now = redlock__now_ns();
+        if (now >= lg.until)
+            break;
+        next = lg.until;
         active = 0;
         for (i = 0; i < n && !stop; i++) {
             slot *s = &slots[i];

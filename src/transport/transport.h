@@ -71,6 +71,13 @@ typedef void (*redlock__settle_fn)(void *ud, uint64_t token, int delivered, cons
 typedef int (*redlock__reply_fn)(void *ud, size_t batch, size_t call, int err,
                                  const char *errmsg, struct redisReply *reply);
 
+/* A reply_fn's answer: the outcome is decided, but the calls still
+ * outstanding are worth hearing for a little while (their answers spare
+ * the caller undoing them). The fan-out goes on for at most as long again
+ * as it has run so far, then ends as for any nonzero answer; a later
+ * nonzero answer ends it at once. A transport may take it as 1. */
+#define REDLOCK__FANOUT_LINGER 2
+
 typedef struct redlock__transport_ops {
     int (*fanout)(void *ctx, const redlock__batch *batches, size_t n,
                   redlock__reply_fn fn, void *ud);

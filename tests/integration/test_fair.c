@@ -684,6 +684,87 @@ START_TEST(test_queues_on_second_attempt)
 END_TEST
 
 /* ------------------------------------------------------------------------ */
+/* 5c. A handle keeps its waiter's subscription for the owner's next wait;
+ *     what was published on it between waits wakes nobody; freeing the
+ *     handle unsubscribes. */
+
+static long long subscribers(probe *p, size_t node, const char *channel)
+{
+    redisReply *r = ask(p, node, "PUBSUB NUMSUB %s", channel);
+    long long n = r->type == REDIS_REPLY_ARRAY && r->elements == 2 ? r->element[1]->integer : -1;
+
+    freeReplyObject(r);
+    return n;
+}
+
+/* One wait of owner W1 on w behind holder: queued, then granted. */
+static void wait_behind(redlock_lock *holder, redlock_lock *w, probe *p)
+{
+    bg_acquire b;
+
+    acquire_ok(holder, HOLDER, 0, LEASE_MS);
+    bg_start(&b, w, W1, 10000);
+    ck_assert_msg(wait_queue_len(p, 1, 5000) >= 0, "the waiter never queued");
+    unlock_ok(holder, HOLDER);
+    pthread_join(b.th, NULL);
+    ck_assert_msg(b.rc == REDLOCK_OK, "waiter: %s", redlock_err_name(b.rc));
+    unlock_ok(w, W1);
+}
+
+START_TEST(test_subscription_kept_between_waits)
+{
+    redlock_client *c = client_over(N_NODES), *wc = client_over(N_NODES);
+    redlock_lock *holder, *w;
+    char name[64], wf[FIELD_CAP], chan[256];
+    redlock_stats before, after;
+    bg_acquire b;
+    probe p;
+    size_t i;
+
+    rig_unique_name(name, sizeof(name), "fair", "keepsub");
+    probe_open(&p, N_NODES, name);
+    holder = fair_handle(c, name, SHORT_PLACE_MS, 0);
+    w = fair_handle(wc, name, SHORT_PLACE_MS, 0);
+    rig_field_of(wc, W1, wf, sizeof(wf));
+    snprintf(chan, sizeof(chan), "redisson_lock__channel:{%s}:%s", name, wf);
+    wait_behind(holder, w, &p);
+    for (i = 0; i < N_NODES; i++)
+        ck_assert_int_eq(subscribers(&p, i, chan), 1);
+    /* Stale messages on the kept channel, as a straggler's release sends. */
+    for (i = 0; i < N_NODES; i++)
+        freeReplyObject(ask(&p, i, "PUBLISH %s 0", chan));
+    rig_sleep_ms(50);
+    /* The next wait queues with its second attempt and sleeps: a stale
+     * message waking it would show as a third attempt. */
+    acquire_ok(holder, HOLDER, 0, LEASE_MS);
+    ck_assert_int_eq(redlock_client_stats(wc, &before), REDLOCK_OK);
+    bg_start(&b, w, W1, 10000);
+    ck_assert_msg(wait_queue_len(&p, 1, 5000) >= 0, "the waiter never queued again");
+    rig_sleep_ms(100); /* well before its renewal, a third of the place */
+    ck_assert_int_eq(redlock_client_stats(wc, &after), REDLOCK_OK);
+    ck_assert_msg(after.attempts - before.attempts == 2, "%llu attempts before the release",
+                  (unsigned long long)(after.attempts - before.attempts));
+    unlock_ok(holder, HOLDER);
+    pthread_join(b.th, NULL);
+    ck_assert_msg(b.rc == REDLOCK_OK, "waiter: %s", redlock_err_name(b.rc));
+    unlock_ok(w, W1);
+    redlock_lock_free(w);
+    for (i = 0; i < N_NODES; i++) {
+        int64_t t0 = rig_now_ms();
+
+        while (subscribers(&p, i, chan) != 0 && rig_now_ms() - t0 < 2000)
+            rig_sleep_ms(5);
+        ck_assert_int_eq(subscribers(&p, i, chan), 0);
+    }
+    ck_assert_int_ge(wait_all_empty(&p, 3000), 0);
+    redlock_lock_free(holder);
+    redlock_client_free(c);
+    redlock_client_free(wc);
+    probe_close(&p);
+}
+END_TEST
+
+/* ------------------------------------------------------------------------ */
 /* 6. Re-entry counts, also while others wait; a fenced re-entry keeps its
  *    token. */
 
@@ -758,6 +839,7 @@ int main(void)
     RIG_ADD_CASE(s, test_give_up_leaves_at_once, 60);
     RIG_ADD_CASE(s, test_lost_wakeup, 60);
     RIG_ADD_CASE(s, test_queues_on_second_attempt, 60);
+    RIG_ADD_CASE(s, test_subscription_kept_between_waits, 60);
     RIG_ADD_CASE(s, test_reentry_and_fencing, 60);
     return run_suite(s);
 }

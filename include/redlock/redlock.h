@@ -397,7 +397,10 @@ typedef struct redlock_lock_options {
      * ticket from a quorum and queues by it on every member, a release
      * wakes only the next waiter, and a waiter that gives up leaves the
      * queue at once. Everything the plain lock does works the same; the
-     * README's "Fair locks" says when to pick it and what it costs.
+     * README's "Fair locks" says when to pick it and what it costs. A fair
+     * handle that has waited keeps its subscription to the waiter's own
+     * release channels (one per member, on the client's subscriber
+     * connections) for that owner's next wait, until redlock_lock_free().
      */
     int kind;
     /* Fair locks: how long a waiter's place in the queue lasts without a

@@ -44,6 +44,13 @@ cdf "Contended hand-off (release to next holder), N=5" latency_cdf_contention.pn
   "contention_k16_pubsub_handoff.cdf|K=16 pub/sub" "contention_k2_retry_handoff.cdf|K=2 retry only" \
   "contention_k4_retry_handoff.cdf|K=4 retry only" "contention_k16_retry_handoff.cdf|K=16 retry only"
 
+# bench/contention.c: the fair lock against the plain pub/sub lock, same
+# rounds (section 11 of bench/README.md).
+cdf "Hand-off to another worker: fair vs plain lock, N=5 (same run)" latency_cdf_fair.png \
+  "contention_k2_fair_handoff.cdf|K=2 fair" "contention_k4_fair_handoff.cdf|K=4 fair" \
+  "contention_k16_fair_handoff.cdf|K=16 fair" "contention_k2_pubsub_handoff.cdf|K=2 plain" \
+  "contention_k4_pubsub_handoff.cdf|K=4 plain" "contention_k16_pubsub_handoff.cdf|K=16 plain"
+
 # bench/rwlock.c, rwlock_handoff: the same workers on a semaphore of 2
 # permits and on a mutex, alternating chunks of one run.
 cdf "Hand-off (release to a waiting worker): semaphore of 2 permits vs mutex (same run)" \

@@ -34,58 +34,10 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "cli.h"
-
-#define DEMO_MAX_WORKERS 32
-#define DEMO_MAX_NODES 16
-#define DEMO_MAX_SECTIONS 20000
-#define NS_PER_MS 1000000LL
+#include "demo.h"
 
 enum { D_WORKERS = 1, D_SECONDS, D_BASE_PORT, D_NODES_COUNT, D_SENTINEL, D_GROUPS };
 
-/* How long the failover may take before the demo says it was not seen. */
-#define DEMO_FAILOVER_SECS 30
-
-typedef struct section {
-    int worker;
-    long pid;
-    int64_t start_ns, end_ns, spawn_ns, validity_ms;
-    int complete;
-} section;
-
-typedef struct demo_worker {
-    pid_t pid;                /* 0 = idle */
-    int64_t spawn_ns;
-} demo_worker;
-
-typedef struct demo {
-    cli_globals *g;
-    const char *rig;
-    int workers, seconds, base_port, nodes;
-    int started_rig;
-    char tmpdir[64], log_path[96], counter_path[96], err_path[96];
-    char uris[4096];
-    char lock_name[64];
-    pid_t frozen_pid[DEMO_MAX_NODES];
-    int frozen_node[DEMO_MAX_NODES];
-    int n_frozen;
-    int64_t t0, freeze_ns, thaw_ns;
-    demo_worker w[DEMO_MAX_WORKERS];
-    section *s;
-    size_t n_sections;
-    long log_offset;
-    char partial[256];
-    size_t partial_len;
-    int gave_up, failed, no_quorum, lost;
-    /* --sentinel: nodes is the number of groups. */
-    int sentinel;
-    int killed_port, killed_node;  /* group 1's master, as killed; -1 failed */
-    int new_port;                  /* the promoted replica, -1 not seen */
-    int64_t kill_ns, failover_ns, first_after_ns;
-    size_t after_kill;             /* acquisitions that started after it */
-    pid_t failover_pid;            /* rig wait-failover, while it runs */
-    char failover_path[96];
-} demo;
 
 static volatile sig_atomic_t interrupted;
 
@@ -96,135 +48,9 @@ static void on_interrupt(int sig)
     interrupted = sig;
 }
 
-static double secs(const demo *d, int64_t ns)
+double demo_secs(const demo *d, int64_t ns)
 {
     return (double)(ns - d->t0) / 1e9;
-}
-
-/* ---- the rig ---------------------------------------------------------------- */
-
-/* Counts the nodes that `rig status` reports up; -1 if there is no rig. */
-static int rig_nodes_up(demo *d, int *listed)
-{
-    char port[16], out[4096];
-    const char *args[] = {"status", "--base-port", port, NULL};
-    const char *line;
-    int up = 0;
-
-    snprintf(port, sizeof(port), "%d", d->base_port);
-    *listed = 0;
-    if (cli_run_rig(d->rig, args, out, sizeof(out), 1) != 0)
-        return -1;
-    for (line = out; line && *line; line = strchr(line, '\n') ? strchr(line, '\n') + 1 : NULL) {
-        char state[16];
-        unsigned i, p;
-
-        if (sscanf(line, "%u %u %*s %15s", &i, &p, state) != 3)
-            continue;
-        (*listed)++;
-        up += strcmp(state, "up") == 0;
-    }
-    return up;
-}
-
-static int rig_verb(demo *d, const char *verb, int quiet)
-{
-    char port[16], count[16];
-    const char *args[] = {verb, "--base-port", port, "--nodes", count, NULL};
-
-    snprintf(port, sizeof(port), "%d", d->base_port);
-    snprintf(count, sizeof(count), "%d", d->nodes);
-    if (strcmp(verb, "start") != 0)
-        args[3] = NULL;
-    return cli_run_rig(d->rig, args, NULL, 0, quiet);
-}
-
-/* A sentinel rig of d->nodes groups, always the demo's own. */
-static int ensure_sentinel_rig(demo *d)
-{
-    char port[16], groups[16];
-    const char *args[] = {"start", "--sentinel", groups, "--base-port", port, NULL};
-    int listed, last = d->base_port + 2 * d->nodes + 2;
-
-    if (rig_nodes_up(d, &listed) > 0) {
-        cli_error("demo", "a rig runs on port %d; the sentinel demo kills a master, so it runs "
-                          "only on a rig it starts: choose another --base-port",
-                  d->base_port);
-        return CLI_EX_USAGE;
-    }
-    snprintf(port, sizeof(port), "%d", d->base_port);
-    snprintf(groups, sizeof(groups), "%d", d->nodes);
-    printf("Starting %d Sentinel group(s) (a master and a replica each) on 127.0.0.1:%d-%d,\n"
-           "sentinels on %d-%d...\n",
-           d->nodes, d->base_port, last - 3, last - 2, last);
-    fflush(stdout);
-    if (cli_run_rig(d->rig, args, NULL, 0, 0) != 0) {
-        cli_error("demo", "could not start the sentinel rig (see above)");
-        /* Whatever part of it started is ours to stop. */
-        d->started_rig = 1;
-        return CLI_EX_NOQUORUM;
-    }
-    d->started_rig = 1;
-    if (cli_rig_env(d->rig, d->base_port, "RIG_URIS", d->uris, sizeof(d->uris)) != 0)
-        return CLI_EX_SOFTWARE;
-    return 0;
-}
-
-static int ensure_rig(demo *d)
-{
-    int listed, up;
-
-    if (d->sentinel)
-        return ensure_sentinel_rig(d);
-    up = rig_nodes_up(d, &listed);
-
-    if (up > 0 && up == listed) {
-        if (listed < 3) {
-            cli_error("demo", "the rig on port %d has %d node(s); the demo needs at least 3",
-                      d->base_port, listed);
-            return CLI_EX_USAGE;
-        }
-        d->nodes = listed;
-        printf("Using the running rig: %d nodes on 127.0.0.1:%d-%d.\n", listed, d->base_port,
-               d->base_port + listed - 1);
-        return 0;
-    }
-    if (up > 0) {
-        cli_error("demo", "the rig on port %d is only partly up (%d of %d nodes); "
-                  "run 'redlock rig stop --base-port %d' first",
-                  d->base_port, up, listed, d->base_port);
-        return CLI_EX_NOQUORUM;
-    }
-    printf("Starting a %d-node rig on 127.0.0.1:%d-%d...\n", d->nodes, d->base_port,
-           d->base_port + d->nodes - 1);
-    fflush(stdout);
-    if (rig_verb(d, "start", 0) != 0) {
-        cli_error("demo", "could not start the rig (see above)");
-        return CLI_EX_NOQUORUM;
-    }
-    d->started_rig = 1;
-    return 0;
-}
-
-static pid_t node_pid(demo *d, int node)
-{
-    char port[16], idx[16], out[64];
-    const char *args[] = {"pid", idx, "--base-port", port, NULL};
-
-    snprintf(port, sizeof(port), "%d", d->base_port);
-    snprintf(idx, sizeof(idx), "%d", node);
-    if (cli_run_rig(d->rig, args, out, sizeof(out), 0) != 0)
-        return -1;
-    return (pid_t)strtol(out, NULL, 10);
-}
-
-static void thaw_all(demo *d)
-{
-    int i;
-
-    for (i = 0; i < d->n_frozen; i++)
-        if (d->frozen_pid[i] > 0)
-            kill(d->frozen_pid[i], SIGCONT);
 }
 
 /* ---- workers ------------------------------------------------------------------ */
@@ -362,7 +188,7 @@ static void print_section(demo *d, const section *s)
         nodes[i] = frozen ? '-' : '#';
     }
     nodes[i] = '\0';
-    printf("%7.3f  worker %-2d  waited %5lld ms  held %4lld ms  %s %s\n", secs(d, s->start_ns),
+    printf("%7.3f  worker %-2d  waited %5lld ms  held %4lld ms  %s %s\n", demo_secs(d, s->start_ns),
            s->worker, (long long)((s->start_ns - s->spawn_ns) / NS_PER_MS),
            (long long)((s->end_ns - s->start_ns) / NS_PER_MS), d->sentinel ? "groups" : "nodes",
            nodes);
@@ -398,7 +224,7 @@ static void parse_line(demo *d, const char *line)
                 if (!d->first_after_ns || t->start_ns < d->first_after_ns) {
                     if (!d->first_after_ns)
                         printf("%7.3f  ---- first acquire after the kill: %lld ms after it\n",
-                               secs(d, t->start_ns),
+                               demo_secs(d, t->start_ns),
                                (long long)((t->start_ns - d->kill_ns) / NS_PER_MS));
                     d->first_after_ns = t->start_ns;
                 }
@@ -517,130 +343,6 @@ int cli_cmd_demo_cs(int argc, char **argv)
 
 /* ---- the verdict ---------------------------------------------------------------- */
 
-static int cmp_start(const void *a, const void *b)
-{
-    const section *x = a, *y = b;
-
-    return x->start_ns < y->start_ns ? -1 : x->start_ns > y->start_ns;
-}
-
-static long long read_counter(const demo *d)
-{
-    FILE *f = fopen(d->counter_path, "r");
-    long long v = 0;
-
-    if (!f)
-        return 0;
-    if (fscanf(f, "%lld", &v) != 1)
-        v = -1;
-    fclose(f);
-    return v;
-}
-
-static void print_worker_errors(const demo *d)
-{
-    char line[512];
-    FILE *f = fopen(d->err_path, "r");
-    int shown = 0;
-
-    if (!f)
-        return;
-    while (fgets(line, sizeof(line), f) && shown < 8) {
-        printf("    %s", line);
-        shown++;
-    }
-    fclose(f);
-}
-
-static int verdict(demo *d)
-{
-    size_t i, complete = 0, incomplete = 0, overlaps = 0, during_freeze = 0;
-    int64_t longest_wait = 0, longest_hold = 0, min_gap = INT64_MAX, max_end = 0;
-    int longest_worker = 0, beyond_validity = 0;
-    long long counter = read_counter(d);
-    int ok;
-
-    qsort(d->s, d->n_sections, sizeof(d->s[0]), cmp_start);
-    for (i = 0; i < d->n_sections; i++) {
-        section *s = &d->s[i];
-
-        if (!s->complete) {
-            incomplete++;
-            continue;
-        }
-        complete++;
-        if (s->start_ns - s->spawn_ns > longest_wait) {
-            longest_wait = s->start_ns - s->spawn_ns;
-            longest_worker = s->worker;
-        }
-        if (s->end_ns - s->start_ns > longest_hold)
-            longest_hold = s->end_ns - s->start_ns;
-        if ((s->end_ns - s->start_ns) / NS_PER_MS >= s->validity_ms)
-            beyond_validity++;
-        if (d->freeze_ns && s->start_ns >= d->freeze_ns && (!d->thaw_ns || s->start_ns < d->thaw_ns))
-            during_freeze++;
-        /* Sorted by start, a section overlaps an earlier one exactly when
-         * it starts before the latest end seen so far. */
-        if (max_end && s->start_ns <= max_end)
-            overlaps++;
-        else if (max_end && s->start_ns - max_end < min_gap)
-            min_gap = s->start_ns - max_end;
-        if (s->end_ns > max_end)
-            max_end = s->end_ns;
-    }
-    ok = complete > 0 && overlaps == 0 && incomplete == 0 && counter == (long long)complete &&
-         !beyond_validity;
-    /* The point of the sentinel demo: the workers went on after the kill. */
-    if (d->sentinel)
-        ok = ok && d->killed_port > 0 && d->after_kill > 0;
-    printf("\nVerdict\n");
-    if (d->sentinel)
-        printf("  acquisitions        %zu (%zu after group 1's master was killed)\n", complete,
-               d->after_kill);
-    else
-        printf("  acquisitions        %zu (%zu while %d of %d nodes were frozen)\n", complete,
-               during_freeze, d->n_frozen, d->nodes);
-    if (d->sentinel && d->killed_port <= 0) {
-        printf("  master kill         FAILED (see above)\n");
-    } else if (d->sentinel) {
-        printf("  master kill         group 1, port %d, at %.3f s\n", d->killed_port,
-               secs(d, d->kill_ns));
-        if (d->failover_ns)
-            printf("  failover            %lld ms after the kill (new master: port %d)\n",
-                   (long long)((d->failover_ns - d->kill_ns) / NS_PER_MS), d->new_port);
-        else
-            printf("  failover            not seen within %d s\n", DEMO_FAILOVER_SECS);
-        if (d->first_after_ns)
-            printf("  first acquire after the kill: %lld ms after it\n",
-                   (long long)((d->first_after_ns - d->kill_ns) / NS_PER_MS));
-        else
-            printf("  first acquire after the kill: none (the workers did not go on)\n");
-    }
-    printf("  longest wait        %lld ms (worker %d)\n", (long long)(longest_wait / NS_PER_MS),
-           longest_worker);
-    printf("  longest hold        %lld ms\n", (long long)(longest_hold / NS_PER_MS));
-    printf("  workers that gave up after --wait: %d; no quorum: %d; lost: %d; other errors: %d\n",
-           d->gave_up, d->no_quorum, d->lost, d->failed);
-    if (d->failed || d->lost || d->no_quorum)
-        print_worker_errors(d);
-    printf("  incomplete sections %zu\n", incomplete);
-    printf("  overlapping pairs   %zu", overlaps);
-    if (min_gap != INT64_MAX)
-        printf(" (smallest gap between two sections: %.3f ms)", (double)min_gap / 1e6);
-    printf("\n  shared counter      %lld after %zu increments%s\n", counter, complete,
-           counter == (long long)complete ? " (no lost update)" : " (LOST UPDATES)");
-    if (beyond_validity)
-        printf("  sections past their validity: %d\n", beyond_validity);
-    if (ok)
-        printf("PASS: no two of the %zu critical sections overlapped (CLOCK_MONOTONIC stamps).\n",
-               complete);
-    else if (complete == 0)
-        printf("FAIL: no critical section completed.\n");
-    else
-        printf("FAIL: mutual exclusion was not shown (see above).\n");
-    return ok ? 0 : 1;
-}
-
 /* ---- the command ---------------------------------------------------------------- */
 
 static int parse_demo(cli_globals *g, int argc, char **argv, demo *d)
@@ -754,90 +456,6 @@ static void remove_files(demo *d)
     rmdir(d->tmpdir);
 }
 
-static void freeze(demo *d)
-{
-    int i, node;
-
-    printf("%7.3f  ---- SIGSTOP", secs(d, cli_now_ns()));
-    /* Every second node (2, 4, ...): a minority, so a quorum stays. */
-    for (i = 0, node = 2; node <= d->nodes && i < (d->nodes - 1) / 2; node += 2, i++) {
-        d->frozen_node[i] = node;
-        d->frozen_pid[i] = node_pid(d, node);
-        if (d->frozen_pid[i] > 0 && kill(d->frozen_pid[i], SIGSTOP) == 0)
-            printf(" node %d (port %d, pid %ld)", node, d->base_port + node - 1,
-                   (long)d->frozen_pid[i]);
-        else
-            printf(" node %d (FAILED)", node);
-        d->n_frozen = i + 1;
-    }
-    d->freeze_ns = cli_now_ns();
-    printf(": %d of %d nodes answer, quorum is %d\n", d->nodes - d->n_frozen, d->nodes,
-           d->nodes / 2 + 1);
-    fflush(stdout);
-}
-
-static void thaw(demo *d)
-{
-    int i;
-
-    thaw_all(d);
-    d->thaw_ns = cli_now_ns();
-    printf("%7.3f  ---- SIGCONT", secs(d, d->thaw_ns));
-    for (i = 0; i < d->n_frozen; i++)
-        printf(" node %d", d->frozen_node[i]);
-    printf(": all %d nodes answer again\n", d->nodes);
-    fflush(stdout);
-}
-
-/* SIGKILLs group 1's master through the rig and starts waiting for the
- * sentinels to promote its replica. */
-static void kill_master(demo *d)
-{
-    d->kill_ns = cli_now_ns();
-    d->killed_port = cli_rig_kill_master(d->rig, d->base_port, 1);
-    if (d->killed_port <= 0) {
-        printf("%7.3f  ---- SIGKILL group 1's master: FAILED\n", secs(d, d->kill_ns));
-        d->killed_port = -1;
-        fflush(stdout);
-        return;
-    }
-    d->killed_node = d->killed_port - d->base_port + 1;
-    printf("%7.3f  ---- SIGKILL group 1's master (node %d, port %d); waiting for the "
-           "sentinels' failover\n",
-           secs(d, d->kill_ns), d->killed_node, d->killed_port);
-    fflush(stdout);
-    d->failover_pid = cli_rig_failover_watch(d->rig, d->base_port, 1, d->killed_port,
-                                             DEMO_FAILOVER_SECS, d->failover_path);
-}
-
-/* Once the failover is seen: when, and the killed node back as a replica. */
-static void check_failover(demo *d, int block)
-{
-    int port;
-
-    if (d->failover_pid <= 0 || !cli_rig_failover_done(d->failover_pid, d->failover_path, block,
-                                                       &port))
-        return;
-    d->failover_pid = 0;
-    d->new_port = port;
-    if (port < 0) {
-        printf("%7.3f  ---- no failover of group 1 seen within %d s\n", secs(d, cli_now_ns()),
-               DEMO_FAILOVER_SECS);
-        fflush(stdout);
-        return;
-    }
-    d->failover_ns = cli_now_ns();
-    printf("%7.3f  ---- failover: port %d is group 1's master, %lld ms after the kill; "
-           "restarting node %d as its replica\n",
-           secs(d, d->failover_ns), port, (long long)((d->failover_ns - d->kill_ns) / NS_PER_MS),
-           d->killed_node);
-    fflush(stdout);
-    if (cli_rig_restart(d->rig, d->base_port, d->killed_node) != 0)
-        cli_warn("demo", "restarting node %d failed: group 1 has no replica to acknowledge "
-                         "grants",
-                 d->killed_node);
-}
-
 /* Spawns workers until the end of the run, freezing and thawing on the
  * way (--sentinel: killing group 1's master), then lets the workers in
  * flight finish (bounded by their --wait). */
@@ -859,13 +477,13 @@ static void run_workers(demo *d)
             break;
         if (d->sentinel) {
             if (now >= freeze_at && !d->kill_ns)
-                kill_master(d);
-            check_failover(d, 0);
+                demo_kill_master(d);
+            demo_check_failover(d, 0);
         } else {
             if (now >= freeze_at && !d->freeze_ns)
-                freeze(d);
+                demo_freeze(d);
             if (now >= thaw_at && d->freeze_ns && !d->thaw_ns)
-                thaw(d);
+                demo_thaw(d);
         }
         reap_workers(d, 0);
         if (now < end) {
@@ -879,11 +497,11 @@ static void run_workers(demo *d)
         sleep_ms(20);
     }
     if (d->freeze_ns && !d->thaw_ns)
-        thaw(d);
+        demo_thaw(d);
     /* A failover still awaited: its child ends now (the verdict says the
      * failover was not seen). */
     if (d->failover_pid > 0 && !interrupted)
-        check_failover(d, 0);
+        demo_check_failover(d, 0);
     cli_rig_failover_stop(d->failover_pid, d->failover_path);
     d->failover_pid = 0;
     /* Interrupted or overrun: SIGTERM makes each exec forward it and
@@ -935,7 +553,7 @@ int cli_cmd_demo(cli_globals *g, int argc, char **argv)
     sigaction(SIGINT, &sa, &old_int);
     sigaction(SIGTERM, &sa, &old_term);
     sigaction(SIGHUP, &sa, &old_hup);
-    if ((rc = ensure_rig(&d)) != 0)
+    if ((rc = demo_ensure_rig(&d)) != 0)
         goto out;
     if (setup_files(&d) != 0) {
         rc = CLI_EX_SOFTWARE;
@@ -958,15 +576,15 @@ int cli_cmd_demo(cli_globals *g, int argc, char **argv)
         cli_error("demo", "interrupted by signal %d", (int)interrupted);
         rc = 128 + (int)interrupted;
     } else {
-        rc = verdict(&d);
+        rc = demo_verdict(&d);
     }
     remove_files(&d);
 out:
-    thaw_all(&d);
+    demo_thaw_all(&d);
     if (d.started_rig) {
         printf("Stopping the rig the demo started.\n");
         fflush(stdout);
-        if (rig_verb(&d, "stop", 0) != 0)
+        if (demo_rig_verb(&d, "stop", 0) != 0)
             cli_warn("demo", "stopping the rig failed");
     }
     sigaction(SIGINT, &old_int, NULL);

@@ -55,15 +55,11 @@ static int64_t next_try(redlock_client *c, int rc, const redlock__attempt_result
     return now + delay_ms * REDLOCK__NS_PER_MS;
 }
 
-/* A read-write lock's waiter also listens on the plain lock's channel: a
- * plain lock of the same name excludes it, and publishes only there. A
- * fair lock's waiter listens only on its own channel: a release wakes the
- * next waiter, not everyone. */
 /*
  * A fair waiter's channels are its own, so the handle keeps the last
  * waiter's subscription for that owner's next wait: a worker that asks
- * again and again subscribes once, not per wait. A message on a kept
- * channel between waits costs one early attempt at most.
+ * again and again subscribes once, not per wait. What a kept channel
+ * heard between waits is skipped (redlock_acquire_as).
  */
 static void *take_kept_watch(redlock_lock *l, const char *field)
 {
@@ -91,6 +87,11 @@ static void keep_or_unwatch(redlock_lock *l, const char *field, void *w)
         l->client->tp.ops->unwatch(l->client->tp.ctx, w);
 }
 
+/* A read-write lock's waiter also listens on the plain lock's channel: a
+ * plain lock of the same name excludes it, and publishes only there. A
+ * fair lock's waiter listens only on its own channel: a release wakes the
+ * next waiter, not everyone. *kept says the watch is the handle's kept
+ * one. */
 static void *watch_members(redlock_lock *l, const char *field, int64_t deadline, int *kept)
 {
     const char *channels[2 * REDLOCK__MAX_NODES];

@@ -231,7 +231,8 @@ int redlock__fanout_conns(redlock__conn *conns, const redlock__batch *batches,
                           size_t n, int connect_timeout_ms, uint64_t *failures,
                           redlock__reply_fn caller_fn, void *caller_ud)
 {
-    lingering lg = {caller_fn, caller_ud, redlock__now_ns(), INT64_MAX};
+    int64_t now = redlock__now_ns();
+    lingering lg = {caller_fn, caller_ud, now, INT64_MAX};
     redlock__reply_fn fn = linger_fn;
     void *ud = &lg;
     slot slots[MAX_BATCHES];
@@ -239,7 +240,6 @@ int redlock__fanout_conns(redlock__conn *conns, const redlock__batch *batches,
     size_t idx[MAX_BATCHES];
     int stop = 0;
     size_t i, active;
-    int64_t now = redlock__now_ns();
 
     if (n > MAX_BATCHES)
         return REDLOCK_EINVAL;

@@ -211,6 +211,25 @@ typedef struct redlock_options {
      */
     const char *sentinel_username;
     const char *sentinel_password;
+
+    /* Fields added in 0.3. */
+    /*
+     * Nonzero: a loop-driven client, for programs built around an event
+     * loop (see "Event loops" below). It starts no thread of its own: no
+     * watchdog thread (renewals run from the loop) and no subscriber thread
+     * (waiters retry after the holder's TTL or the random retry delay, as
+     * with disable_pubsub). Its operations are started with
+     * redlock_acquire_async() and redlock_unlock_async() and make progress
+     * only inside redlock_loop_action().
+     */
+    int event_loop;
+    /*
+     * With event_loop: run the watchdog on a thread of its own after all,
+     * so renewals go on while the loop is busy elsewhere; on_lost then runs
+     * on that thread, as for a blocking client. 0 (the default): renewals
+     * and on_lost run inside redlock_loop_action(), on the loop's thread.
+     */
+    int event_loop_watchdog_thread;
 } redlock_options;
 
 /* ------------------------------------------------------------------------ */
@@ -954,6 +973,131 @@ REDLOCK_EXTERN int redlock_client_histogram(redlock_client *client, int which,
  */
 REDLOCK_EXTERN int redlock_stats_format_prometheus(redlock_client *client, char *buf,
                                                    size_t len, size_t *needed);
+
+/* ------------------------------------------------------------------------ */
+/*
+ * Event loops.
+ *
+ * A client made with options.event_loop never blocks its caller: an
+ * operation is started, returns at once, and later calls its done
+ * callback. The shape is curl's multi-socket interface, because a client
+ * has many sockets (one per node for each operation in flight) rather
+ * than hiredis's one per context:
+ *   - the library says which fds it wants watched, and for what, through
+ *     socket_fn, and when it next needs the time, through timer_fn;
+ *   - the program's loop reports readiness and expired timers with
+ *     redlock_loop_action();
+ *   - the library then does its work and runs callbacks.
+ * Small adapters for libuv, libevent and a poll() loop are in
+ * <redlock/adapters/libuv.h>, <redlock/adapters/libevent.h> and
+ * <redlock/adapters/poll.h>.
+ *
+ * The operations are the blocking ones, run by the same lock core: each
+ * runs on a small stack of its own (a fiber), which parks where the
+ * blocking call would wait and is resumed from redlock_loop_action(). So
+ * an operation started here has exactly the blocking call's semantics,
+ * return codes and fault handling: quorum decisions, aborts of failed
+ * attempts, releases settled at a quorum, deliveries owed in the
+ * background. Each operation in flight costs a stack of 256 KiB of
+ * address space, of which only the pages it touches are committed (a few
+ * KiB).
+ *
+ * Threads: a loop-driven client belongs to the thread that runs its loop.
+ * Every call on it, its locks and this section's functions must come from
+ * that thread (redlock_client_stats() and the other read-only calls
+ * marked thread-safe excepted). Callbacks (socket_fn, timer_fn, done,
+ * on_lost, log_fn) run on that thread, inside redlock_loop_action() or
+ * inside the call that started an operation; they may start and cancel
+ * operations and free locks, but must not call redlock_loop_action() or
+ * redlock_client_free(). The client starts no thread, with two
+ * exceptions: options.event_loop_watchdog_thread, and a Sentinel member's
+ * +switch-master subscription (one thread per such member). A host name
+ * that fails to connect is looked up again on a resolver thread, as for
+ * a blocking client; nodes given as addresses never need one.
+ * The blocking calls (redlock_acquire_as(), redlock_unlock() ...) still
+ * work on a loop-driven client but block the loop's thread while they
+ * run: use them only outside the loop (e.g. before it starts).
+ */
+
+#define REDLOCK_EV_READ 1
+#define REDLOCK_EV_WRITE 2
+/* The fd of redlock_loop_action() when the timer expired. */
+#define REDLOCK_EV_TIMEOUT (-1)
+
+/* Watch fd for events (REDLOCK_EV_READ, REDLOCK_EV_WRITE or both) from now
+ * on, replacing what was asked before for that fd; events == 0: stop
+ * watching it (the library is about to close it, or needs nothing more). */
+typedef void (*redlock_socket_fn)(void *userdata, int fd, int events);
+/* Call redlock_loop_action(client, REDLOCK_EV_TIMEOUT, 0) once, after
+ * timeout_ms (0: as soon as the loop can); -1: no timer is needed. Each
+ * call replaces the timer asked for before. */
+typedef void (*redlock_timer_fn)(void *userdata, int64_t timeout_ms);
+
+/*
+ * Connects a loop-driven client to the program's loop. Call it once,
+ * before starting any operation. Returns REDLOCK_OK, REDLOCK_EINVAL (NULL
+ * argument, a client made without options.event_loop, or hooks already
+ * set) or REDLOCK_ENOMEM.
+ */
+REDLOCK_EXTERN int redlock_loop_attach(redlock_client *client, redlock_socket_fn socket_fn,
+                                       redlock_timer_fn timer_fn, void *userdata)
+    REDLOCK_WARN_UNUSED;
+
+/*
+ * Reports that fd is ready for events (REDLOCK_EV_READ / REDLOCK_EV_WRITE;
+ * error and hang-up count as both), or, with fd == REDLOCK_EV_TIMEOUT, that
+ * the timer expired. Runs every operation that can make progress, the
+ * watchdog's renewals when due, and the done callbacks of what finished;
+ * then updates the fds and the timer. A readiness report for an fd the
+ * library no longer watches is ignored. Returns REDLOCK_OK or
+ * REDLOCK_EINVAL (not a loop-driven client, or called from a callback).
+ */
+REDLOCK_EXTERN int redlock_loop_action(redlock_client *client, int fd, int events);
+
+/* How many operations of the client are in flight (started, their done
+ * callback not yet run). */
+REDLOCK_EXTERN size_t redlock_loop_pending(const redlock_client *client);
+
+/*
+ * Called once when an operation ends: rc is what the blocking call would
+ * have returned, message what redlock_last_error() would have said ("" on
+ * success; valid only during the call). lock is the operation's handle,
+ * or NULL when the handle was freed while the operation was in flight (rc
+ * is then REDLOCK_ECANCELED, and a grant that came meanwhile has been
+ * released again).
+ */
+typedef void (*redlock_done_fn)(void *userdata, redlock_lock *lock, int rc,
+                                const char *message);
+
+/*
+ * Starts redlock_acquire_as(lock, owner, wait_ms, lease_ms) on the loop.
+ * done (required) runs with its outcome. A watchdog lease (lease_ms <= 0)
+ * is renewed from the loop every lease/3 (or by the watchdog thread, see
+ * options.event_loop_watchdog_thread); a loss is reported to on_lost.
+ * Several acquires may be in flight on one handle only for distinct
+ * owners; an owner is yours to choose (a request id, a counter), 0
+ * excepted. redlock_acquire_cancel(lock) ends every acquire in flight on
+ * the handle with REDLOCK_ECANCELED (an attempt in flight is finished and
+ * undone first, as for the blocking call); redlock_lock_free(lock) does
+ * too, and the handle is freed once its last operation has ended.
+ * Returns REDLOCK_OK (done will run, never from inside this call), or
+ * REDLOCK_EINVAL (NULL lock or done, owner 0, not a loop-driven client or
+ * not attached, a lease too short), REDLOCK_ECANCELED (the client was
+ * canceled) or REDLOCK_ENOMEM; done is not called then.
+ */
+REDLOCK_EXTERN int redlock_acquire_async(redlock_lock *lock, uint64_t owner, int64_t wait_ms,
+                                         int64_t lease_ms, redlock_done_fn done,
+                                         void *userdata) REDLOCK_WARN_UNUSED;
+
+/*
+ * Starts redlock_unlock_as(lock, owner) on the loop; done runs with its
+ * outcome. An unlock is not canceled (it ends within about one node
+ * timeout, and its releases are owed in the background if it could not
+ * finish). Same returns as redlock_acquire_async().
+ */
+REDLOCK_EXTERN int redlock_unlock_async(redlock_lock *lock, uint64_t owner,
+                                        redlock_done_fn done, void *userdata)
+    REDLOCK_WARN_UNUSED;
 
 #ifdef __cplusplus
 }

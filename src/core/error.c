@@ -19,7 +19,19 @@ static const char *const err_names[] = {
 
 /* Per thread, like errno: a message about one thread's call must never be
  * overwritten by another thread's failure. */
-static _Thread_local char last_error[256];
+static _Thread_local char own_error[REDLOCK__ERROR_LEN];
+/* A fiber brings its own (redlock__error_swap). */
+static _Thread_local char *last_error_of;
+
+#define last_error (last_error_of ? last_error_of : own_error)
+
+char *redlock__error_swap(char *buf)
+{
+    char *before = last_error_of;
+
+    last_error_of = buf;
+    return before;
+}
 
 const char *redlock_strerror(int err)
 {
@@ -50,7 +62,7 @@ int redlock__fail(int code, const char *fmt, ...)
     va_list ap;
 
     va_start(ap, fmt);
-    vsnprintf(last_error, sizeof(last_error), fmt, ap);
+    vsnprintf(last_error, REDLOCK__ERROR_LEN, fmt, ap);
     va_end(ap);
     return code;
 }

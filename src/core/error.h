@@ -15,6 +15,15 @@
  * can write `return redlock__fail(REDLOCK_EINVAL, "lease %d", x);`. */
 int redlock__fail(int code, const char *fmt, ...) REDLOCK__PRINTF(2, 3);
 
+/* The size of a last-error message, terminator included. */
+#define REDLOCK__ERROR_LEN 256
+
+/* From now on this thread's last error lives in buf (REDLOCK__ERROR_LEN
+ * bytes; NULL: the thread's own), until the next swap; returns what was
+ * used before. A fiber keeps its own, so operations interleaved on one
+ * thread do not overwrite each other's messages. */
+char *redlock__error_swap(char *buf);
+
 /* Copies a bounded message into dst (always terminated). */
 void redlock__copy_msg(char *dst, size_t cap, const char *src);
 

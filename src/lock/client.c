@@ -61,7 +61,10 @@ static int copy_options(redlock_client *c, const redlock_options *o)
     c->max_hold_ms = o->watchdog_max_hold_ms;
     c->drift_factor = o->drift_factor > 0 ? o->drift_factor : DEFAULT_DRIFT_FACTOR;
     c->retry_delay_ms = o->retry_delay_ms ? o->retry_delay_ms : DEFAULT_RETRY_DELAY_MS;
-    c->disable_pubsub = o->disable_pubsub;
+    c->event_loop = o->event_loop != 0;
+    c->event_loop_watchdog_thread = c->event_loop && o->event_loop_watchdog_thread;
+    /* A loop-driven client starts no subscriber thread. */
+    c->disable_pubsub = o->disable_pubsub || c->event_loop;
     c->flush_timeout_ms = o->flush_timeout_ms ? o->flush_timeout_ms : DEFAULT_FLUSH_TIMEOUT_MS;
     c->unavailable_timeout_ms = o->unavailable_timeout_ms > 0 ? o->unavailable_timeout_ms
                                                              : DEFAULT_UNAVAILABLE_TIMEOUT_MS;
@@ -247,7 +250,8 @@ int redlock_client_new(redlock_client **out, const char *const *uris, size_t n_n
     }
     c->tp.ops = &redlock__net_ops;
     c->tp.ctx = &c->net;
-    if ((rc = redlock__watchdog_start(c)) != REDLOCK_OK)
+    if ((rc = redlock__watchdog_start(c, !c->event_loop || c->event_loop_watchdog_thread)) !=
+        REDLOCK_OK)
         goto fail;
     *out = c;
     return REDLOCK_OK;
@@ -288,7 +292,8 @@ int redlock__client_new_with_transport(redlock_client **out, size_t n_nodes,
     if ((rc = client_alloc(&c, n_nodes, opts)) != REDLOCK_OK)
         return rc;
     c->tp = *tp;
-    if ((rc = redlock__watchdog_start(c)) != REDLOCK_OK) {
+    if ((rc = redlock__watchdog_start(c, !c->event_loop || c->event_loop_watchdog_thread)) !=
+        REDLOCK_OK) {
         client_destroy(c);
         return rc;
     }
@@ -300,6 +305,10 @@ void redlock_client_free(redlock_client *c)
 {
     if (!c)
         return;
+    /* Operations still in flight on the loop end first: they use the
+     * watchdog and the connections. */
+    if (c->loop.destroy)
+        c->loop.destroy(c->loop.loop);
     /* The watchdog first, so nothing of the queue is in flight in a tick. */
     redlock__watchdog_stop(c);
     if (c->flush_timeout_ms >= 0)
@@ -321,6 +330,8 @@ void redlock_client_cancel(redlock_client *c)
     __atomic_store_n(&c->canceled, 1, __ATOMIC_RELEASE);
     if (c->net.pubsub)
         redlock__pubsub_kick(c->net.pubsub);
+    if (c->loop.kick)
+        c->loop.kick(c->loop.loop, NULL);
 }
 
 void redlock_acquire_cancel(redlock_lock *l)
@@ -332,6 +343,8 @@ void redlock_acquire_cancel(redlock_lock *l)
      * and try again, as after any wake-up. */
     if (l->client->net.pubsub)
         redlock__pubsub_kick(l->client->net.pubsub);
+    if (l->client->loop.kick)
+        l->client->loop.kick(l->client->loop.loop, l);
 }
 
 

@@ -224,10 +224,29 @@ int redlock__canceled(const redlock_client *c)
 /* Reports live in thread-local storage: two threads using one handle
  * never see (or race on) each other's outcomes, and recording costs no
  * lock. A thread keeps the report of its most recent call only. */
-static _Thread_local struct {
+typedef struct report_store {
     const redlock_lock *lock;
     redlock_member_report members[REDLOCK__MAX_NODES];
-} thread_report;
+} report_store;
+
+static _Thread_local report_store own_report;
+/* A fiber brings its own (redlock__report_swap). */
+static _Thread_local report_store *report_of;
+
+#define thread_report (*(report_of ? report_of : &own_report))
+
+size_t redlock__report_store_size(void)
+{
+    return sizeof(report_store);
+}
+
+void *redlock__report_swap(void *store)
+{
+    void *before = report_of;
+
+    report_of = store;
+    return before;
+}
 
 redlock_member_report *redlock__report_begin(redlock_lock *l)
 {

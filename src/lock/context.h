@@ -39,6 +39,11 @@ void redlock__hold_field(const redlock_lock *l, uint64_t owner, char *out, size_
 /* Starts the calling thread's per-member report for a call through l:
  * every member's outcome NONE, no latency. Returns the report to fill. */
 redlock_member_report *redlock__report_begin(redlock_lock *l);
+/* A fiber's own report (loop/): storage of redlock__report_store_size()
+ * zeroed bytes, used by this thread from now on (NULL: the thread's own);
+ * returns what was used before. */
+size_t redlock__report_store_size(void);
+void *redlock__report_swap(void *store);
 /* The calling thread's report if its last call went through l, or NULL. */
 const redlock_member_report *redlock__report_of(const redlock_lock *l);
 

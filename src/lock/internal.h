@@ -29,9 +29,24 @@
 #define REDLOCK__RELEASE_MSG "0"   /* what Redisson publishes */
 #define REDLOCK__FAIR_WAIT_LEASE_MS 3000
 
+/* The event loop driving a loop-driven client (loop/, a layer above),
+ * as the layers below see it. */
+typedef struct redlock__loop_hooks {
+    void *loop;
+    /* Wakes the parked operations of lock l (every lock: NULL), so they
+     * look at a cancel at once. */
+    void (*kick)(void *loop, struct redlock_lock *l);
+    /* redlock_lock_free(l): nonzero when operations of l are still in
+     * flight; they are canceled, and the loop frees l after the last. */
+    int (*lock_freeing)(void *loop, struct redlock_lock *l);
+    /* redlock_client_free(): ends what is in flight, frees the loop. */
+    void (*destroy)(void *loop);
+} redlock__loop_hooks;
+
 typedef struct redlock__watchdog {
     pthread_t thread;
-    int running;
+    int ready;                      /* set up (mutexes, the queue) */
+    int running;                    /* its thread runs */
     pthread_mutex_t mu;             /* guards everything below */
     pthread_cond_t cond;            /* wakes the thread; signals unpins */
     int closing;
@@ -63,6 +78,9 @@ struct redlock_client {
     double drift_factor;
     int retry_delay_ms;
     int disable_pubsub;
+    int event_loop;                 /* loop-driven (loop/) */
+    int event_loop_watchdog_thread; /* ... with the watchdog's thread */
+    redlock__loop_hooks loop;       /* set by redlock_loop_attach() */
     int flush_timeout_ms;           /* < 0: free does not flush */
     int64_t unavailable_timeout_ms;
     int canceled;                   /* redlock_client_cancel(); atomic */

@@ -36,6 +36,10 @@ void redlock_lock_free(redlock_lock *l)
      * libuv's uv_close defers a handle's end. */
     if (redlock__watchdog_free_later(l))
         return;
+    /* Operations in flight on the loop still use it: they are canceled
+     * and the loop frees it after the last. */
+    if (l->client->loop.lock_freeing && l->client->loop.lock_freeing(l->client->loop.loop, l))
+        return;
     lock_destroy(l);
 }
 

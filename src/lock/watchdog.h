@@ -6,7 +6,12 @@
 
 #include "lock/internal.h"
 
-int redlock__watchdog_start(redlock_client *c);
+/* Sets the watchdog up; with_thread: also starts its thread (a
+ * loop-driven client runs its ticks from the loop instead, loop/). */
+int redlock__watchdog_start(redlock_client *c, int with_thread);
+/* When the next tick is due (INT64_MAX: nothing to do), on the
+ * transport's clock. */
+int64_t redlock__watchdog_next_due(redlock_client *c);
 void redlock__watchdog_stop(redlock_client *c);
 void redlock__watchdog_add(redlock_lock *l);
 /* Removes l and waits until no tick is using it. */
@@ -26,6 +31,10 @@ void redlock__watchdog_drop(redlock_lock *l);
 /* Marks the calling thread as running a tick (1) or not (0): its on_lost
  * callbacks then neither wait for that tick nor free a lock it uses. */
 void redlock__watchdog_in_tick(int running);
+/* Sets whether this thread runs a tick and returns what it was: a fiber
+ * keeps its own (loop/), so a tick parked in a fiber does not make other
+ * fibers of the thread look inside it. */
+int redlock__watchdog_in_tick_swap(int running);
 /* Sends every queued background call once and waits up to timeout_ms for
  * the answers (redlock_client_flush). */
 int redlock__watchdog_flush(redlock_client *c, int timeout_ms);

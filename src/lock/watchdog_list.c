@@ -6,6 +6,7 @@
  */
 #include <pthread.h>
 
+#include "core/wait.h"
 #include "lock/internal.h"
 #include "lock/watchdog.h"
 
@@ -40,7 +41,7 @@ static void unlist(redlock__watchdog *wd, redlock_lock *l)
 static void wait_unpinned(redlock__watchdog *wd, redlock_lock *l)
 {
     while (l->wd_pins > 0)
-        pthread_cond_wait(&wd->cond, &wd->mu);
+        redlock__wait_cond(&wd->cond, &wd->mu);
 }
 
 void redlock__watchdog_remove(redlock_lock *l)
@@ -108,4 +109,12 @@ void redlock__watchdog_drop(redlock_lock *l)
 void redlock__watchdog_in_tick(int running)
 {
     in_tick = running;
+}
+
+int redlock__watchdog_in_tick_swap(int running)
+{
+    int before = in_tick;
+
+    in_tick = running;
+    return before;
 }

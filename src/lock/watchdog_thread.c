@@ -81,7 +81,17 @@ static void *watchdog_main(void *arg)
     return NULL;
 }
 
-int redlock__watchdog_start(redlock_client *c)
+int64_t redlock__watchdog_next_due(redlock_client *c)
+{
+    int64_t next;
+
+    pthread_mutex_lock(&c->wd.mu);
+    next = next_due(c);
+    pthread_mutex_unlock(&c->wd.mu);
+    return next;
+}
+
+int redlock__watchdog_start(redlock_client *c, int with_thread)
 {
     redlock__watchdog *wd = &c->wd;
     pthread_condattr_t ca;
@@ -96,11 +106,15 @@ int redlock__watchdog_start(redlock_client *c)
     /* The transport settles the calls releases leave in flight here. */
     if (c->tp.ops->set_settle)
         c->tp.ops->set_settle(c->tp.ctx, redlock__ledger_settled, c);
+    wd->ready = 1;
+    if (!with_thread)
+        return REDLOCK_OK;
     if (pthread_create(&wd->thread, NULL, watchdog_main, c) != 0) {
         redlock__retry_destroy(&c->retry);
         pthread_mutex_destroy(&wd->mu);
         pthread_mutex_destroy(&wd->run_mu);
         pthread_cond_destroy(&wd->cond);
+        wd->ready = 0;
         return redlock__fail(REDLOCK_ENOMEM, "cannot start the watchdog thread");
     }
     wd->running = 1;
@@ -111,14 +125,16 @@ void redlock__watchdog_stop(redlock_client *c)
 {
     redlock__watchdog *wd = &c->wd;
 
-    if (!wd->running)
+    if (!wd->ready)
         return;
     pthread_mutex_lock(&wd->mu);
     wd->closing = 1;
     pthread_cond_broadcast(&wd->cond);
     pthread_mutex_unlock(&wd->mu);
-    pthread_join(wd->thread, NULL);
+    if (wd->running)
+        pthread_join(wd->thread, NULL);
     wd->running = 0;
+    wd->ready = 0;
     /* Nothing is sent in the background any more: what is queued now is
      * only flushed (redlock_client_free) or dropped. */
     pthread_mutex_lock(&c->retry.mu);

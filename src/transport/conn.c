@@ -23,6 +23,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "core/wait.h"
 #include "core/error.h"
 #include "resp/script.h"
 #include "resp/scripts.h"
@@ -46,6 +47,7 @@ void redlock__conn_close(redlock__conn *c)
         c->ssl = NULL;
     }
     if (c->fd >= 0) {
+        redlock__wait_fd_closing(c->fd);
         close(c->fd);
         c->fd = -1;
     }

@@ -11,6 +11,7 @@
 #include <time.h>
 
 #include "core/error.h"
+#include "core/wait.h"
 #include "resp/scripts.h"
 #include "transport/pubsub.h"
 
@@ -277,7 +278,6 @@ int redlock__fanout_conns(redlock__conn *conns, const redlock__batch *batches,
     }
     while (!stop) {
         int64_t next = INT64_MAX;
-        struct timespec ts;
         int r;
 
         now = redlock__now_ns();
@@ -308,7 +308,8 @@ int redlock__fanout_conns(redlock__conn *conns, const redlock__batch *batches,
             break;
         /* One connection to wait for (N = 1, or the last member): wait in
          * recv itself, a system call less than ppoll and then recv. */
-        if (active == 1 && redlock__conn_can_wait_read(slots[idx[0]].conn, next - now)) {
+        if (active == 1 && !redlock__wait_parks() &&
+            redlock__conn_can_wait_read(slots[idx[0]].conn, next - now)) {
             slot *s = &slots[idx[0]];
             int rc = redlock__conn_wait_read(s->conn, next - now);
 
@@ -318,8 +319,7 @@ int redlock__fanout_conns(redlock__conn *conns, const redlock__batch *batches,
                 stop |= fail_slot(s, idx[0], rc, s->conn->errmsg, fn, ud, failures);
             continue;
         }
-        ts = redlock__timespec(next - now);
-        r = ppoll(pfd, active, &ts, NULL);
+        r = redlock__wait_poll(pfd, active, next);
         if (r < 0 && errno != EINTR) {
             int saved = errno;
 
@@ -401,7 +401,7 @@ static redlock__connset *checkout(redlock__net *net)
     pthread_mutex_lock(&net->mu);
     /* A drain round holds the idle sets for a few milliseconds at most. */
     while (!net->free_sets && net->draining)
-        pthread_cond_wait(&net->drained, &net->mu);
+        redlock__wait_cond(&net->drained, &net->mu);
     s = net->free_sets;
     if (s)
         net->free_sets = s->next;
@@ -508,7 +508,6 @@ static size_t drain_round(redlock__net *net, int64_t until_ns)
     redlock__conn *who[MAX_BATCHES];
     size_t i, active = 0, left = 0;
     int64_t now = redlock__now_ns();
-    struct timespec ts;
     int r;
 
     pthread_mutex_lock(&net->mu);
@@ -529,8 +528,7 @@ static size_t drain_round(redlock__net *net, int64_t until_ns)
                 who[active++] = &s->conns[i];
             }
     if (active > 0) {
-        ts = redlock__timespec(until_ns > now ? until_ns - now : 0);
-        r = ppoll(pfd, active, &ts, NULL);
+        r = redlock__wait_poll(pfd, active, until_ns > now ? until_ns : now);
         for (i = 0; r > 0 && i < active; i++)
             if (pfd[i].revents && redlock__conn_io(who[i], pfd[i].revents) == REDLOCK_OK)
                 drain_conn(who[i]);

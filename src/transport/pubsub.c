@@ -15,6 +15,7 @@
 
 #include "core/error.h"
 #include "core/util.h"
+#include "core/wait.h"
 #include "transport/transport.h"
 
 #define RECONNECT_MIN_MS 50
@@ -450,9 +451,7 @@ int redlock__pubsub_wait(redlock__pubsub *ps, redlock__watch *w, uint64_t *seen,
 
     if (!ps || !w) {
         /* Without notifications a waiter just sleeps until its deadline. */
-        ts = redlock__timespec(deadline_ns - redlock__now_ns());
-        if (ts.tv_sec >= 0 && (ts.tv_sec > 0 || ts.tv_nsec > 0))
-            nanosleep(&ts, NULL);
+        redlock__wait_until(deadline_ns);
         return REDLOCK_ETIMEOUT;
     }
     ts = redlock__timespec(deadline_ns);

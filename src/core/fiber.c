@@ -1,0 +1,258 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * Fibers over ucontext. Stacks are mmap()ed with a guard page below, so an
+ * overflow faults instead of writing over a neighbour, and pages are only
+ * committed as they are touched: a thousand parked fibers cost what their
+ * stacks really use. The sanitizers are told of every switch; without
+ * that, ASan takes a fiber's stack for a wild pointer and TSan loses track
+ * of which stack it is on.
+ */
+#define _GNU_SOURCE
+#include "core/fiber.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <ucontext.h>
+#include <unistd.h>
+
+#include "core/error.h"
+
+#if defined(__SANITIZE_ADDRESS__)
+#define REDLOCK_FIBER_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define REDLOCK_FIBER_ASAN 1
+#endif
+#endif
+#if defined(__SANITIZE_THREAD__)
+#define REDLOCK_FIBER_TSAN 1
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define REDLOCK_FIBER_TSAN 1
+#endif
+#endif
+
+#ifdef REDLOCK_FIBER_ASAN
+#include <sanitizer/asan_interface.h>
+#include <sanitizer/common_interface_defs.h>
+#endif
+#ifdef REDLOCK_FIBER_TSAN
+#include <sanitizer/tsan_interface.h>
+#endif
+
+/* The lock core's deepest path (a TLS handshake inside a fan-out, a
+ * formatted log line) stays well under 64 KiB; the sanitizers' redzones
+ * need several times as much. */
+#if defined(REDLOCK_FIBER_ASAN) || defined(REDLOCK_FIBER_TSAN)
+#define STACK_BYTES (1024 * 1024)
+#else
+#define STACK_BYTES (256 * 1024)
+#endif
+/* Stacks kept for reuse per thread: mmap and munmap are system calls. */
+#define STACKS_KEPT 64
+
+struct redlock__fiber {
+    ucontext_t ctx, caller;
+    redlock__fiber_fn fn;
+    void *arg;
+    char *map;     /* guard page + stack */
+    size_t map_len;
+    int started, done;
+    redlock__park park;
+#ifdef REDLOCK_FIBER_ASAN
+    void *fake_stack;
+    const void *caller_bottom;
+    size_t caller_size;
+#endif
+#ifdef REDLOCK_FIBER_TSAN
+    void *tsan, *caller_tsan;
+#endif
+};
+
+static _Thread_local redlock__fiber *current;
+static _Thread_local char *kept[STACKS_KEPT];
+static _Thread_local size_t n_kept;
+
+static size_t page_size(void)
+{
+    long p = sysconf(_SC_PAGESIZE);
+
+    return p > 0 ? (size_t)p : 4096;
+}
+
+static char *stack_get(size_t *len)
+{
+    char *m;
+
+    *len = STACK_BYTES + page_size();
+    if (n_kept > 0) {
+        m = kept[--n_kept];
+#ifdef REDLOCK_FIBER_ASAN
+        /* The last fiber's frames may have left redzones behind. */
+        __asan_unpoison_memory_region(m + page_size(), STACK_BYTES);
+#endif
+        return m;
+    }
+    m = mmap(NULL, *len, PROT_READ | PROT_WRITE,
+             MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_STACK, -1, 0);
+    if (m == MAP_FAILED)
+        return NULL;
+    if (mprotect(m, page_size(), PROT_NONE) != 0) {
+        munmap(m, *len);
+        return NULL;
+    }
+    return m;
+}
+
+static void stack_put(char *m, size_t len)
+{
+    if (n_kept < STACKS_KEPT)
+        kept[n_kept++] = m;
+    else
+        munmap(m, len);
+}
+
+/* Switch bookkeeping for the sanitizers: into a fiber, and back out. */
+static void enter_begin(redlock__fiber *f, void **save)
+{
+#ifdef REDLOCK_FIBER_ASAN
+    __sanitizer_start_switch_fiber(save, f->map + page_size(), STACK_BYTES);
+#else
+    (void)save;
+#endif
+#ifdef REDLOCK_FIBER_TSAN
+    f->caller_tsan = __tsan_get_current_fiber();
+    __tsan_switch_to_fiber(f->tsan, 0);
+#else
+    (void)f;
+#endif
+}
+
+static void enter_end(void *save)
+{
+#ifdef REDLOCK_FIBER_ASAN
+    __sanitizer_finish_switch_fiber(save, NULL, NULL);
+#else
+    (void)save;
+#endif
+}
+
+static void leave_begin(redlock__fiber *f, int for_good)
+{
+#ifdef REDLOCK_FIBER_ASAN
+    __sanitizer_start_switch_fiber(for_good ? NULL : &f->fake_stack, f->caller_bottom,
+                                   f->caller_size);
+#else
+    (void)for_good;
+#endif
+#ifdef REDLOCK_FIBER_TSAN
+    __tsan_switch_to_fiber(f->caller_tsan, 0);
+#else
+    (void)f;
+#endif
+}
+
+static void leave_end(redlock__fiber *f, int first)
+{
+#ifdef REDLOCK_FIBER_ASAN
+    __sanitizer_finish_switch_fiber(first ? NULL : f->fake_stack, &f->caller_bottom,
+                                    &f->caller_size);
+#else
+    (void)f, (void)first;
+#endif
+}
+
+static _Thread_local redlock__fiber *starting;
+
+static void entry(void)
+{
+    redlock__fiber *f = starting;
+
+    leave_end(f, 1);
+    f->fn(f->arg);
+    f->done = 1;
+    current = NULL;
+    leave_begin(f, 1);
+    setcontext(&f->caller);
+}
+
+int redlock__fiber_new(redlock__fiber **out, redlock__fiber_fn fn, void *arg)
+{
+    redlock__fiber *f = calloc(1, sizeof(*f));
+
+    *out = NULL;
+    if (!f)
+        return redlock__fail(REDLOCK_ENOMEM, "out of memory");
+    f->map = stack_get(&f->map_len);
+    if (!f->map || getcontext(&f->ctx) != 0) {
+        if (f->map)
+            stack_put(f->map, f->map_len);
+        free(f);
+        return redlock__fail(REDLOCK_ENOMEM, "cannot allocate a fiber stack");
+    }
+    f->ctx.uc_stack.ss_sp = f->map + page_size();
+    f->ctx.uc_stack.ss_size = STACK_BYTES;
+    f->ctx.uc_link = NULL;
+    makecontext(&f->ctx, entry, 0);
+    f->fn = fn;
+    f->arg = arg;
+    f->park.deadline_ns = INT64_MAX;
+#ifdef REDLOCK_FIBER_TSAN
+    f->tsan = __tsan_create_fiber(0);
+#endif
+    *out = f;
+    return REDLOCK_OK;
+}
+
+int redlock__fiber_resume(redlock__fiber *f)
+{
+    void *save = NULL;
+
+    if (f->done)
+        return 1;
+    if (!f->started) {
+        f->started = 1;
+        starting = f;
+    }
+    current = f;
+    enter_begin(f, &save);
+    swapcontext(&f->caller, &f->ctx);
+    enter_end(save);
+    current = NULL;
+    return f->done;
+}
+
+void redlock__fiber_yield(void)
+{
+    redlock__fiber *f = current;
+
+    if (!f)
+        return;
+    current = NULL;
+    leave_begin(f, 0);
+    swapcontext(&f->ctx, &f->caller);
+    leave_end(f, 0);
+    current = f;
+}
+
+redlock__fiber *redlock__fiber_current(void)
+{
+    return current;
+}
+
+redlock__park *redlock__fiber_park(redlock__fiber *f)
+{
+    return &f->park;
+}
+
+void redlock__fiber_free(redlock__fiber *f)
+{
+    if (!f)
+        return;
+#ifdef REDLOCK_FIBER_TSAN
+    __tsan_destroy_fiber(f->tsan);
+#endif
+    stack_put(f->map, f->map_len);
+    free(f);
+}

@@ -1,0 +1,96 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+#define _GNU_SOURCE
+#include "core/wait.h"
+
+#include <time.h>
+
+#include "core/fiber.h"
+#include "core/util.h"
+
+static _Thread_local void (*close_fn)(void *ud, int fd);
+static _Thread_local void *close_ud;
+
+/* Parks the running fiber on pfd until deadline_ns; the loop fills
+ * revents. Returns how many entries are ready. */
+static int park(redlock__fiber *f, struct pollfd *pfd, size_t n, int64_t deadline_ns, int idle)
+{
+    redlock__park *p = redlock__fiber_park(f);
+    size_t i;
+    int ready = 0;
+
+    for (i = 0; i < n; i++)
+        pfd[i].revents = 0;
+    p->pfd = n ? pfd : NULL;
+    p->n = n;
+    p->deadline_ns = deadline_ns;
+    p->kicked = 0;
+    p->ready = 0;
+    p->idle = idle;
+    redlock__fiber_yield();
+    p->idle = 0;
+    p->pfd = NULL;
+    p->n = 0;
+    p->deadline_ns = INT64_MAX;
+    for (i = 0; i < n; i++)
+        ready += pfd[i].revents != 0;
+    return ready;
+}
+
+int redlock__wait_poll(struct pollfd *pfd, size_t n, int64_t deadline_ns)
+{
+    redlock__fiber *f = redlock__fiber_current();
+    struct timespec ts;
+    int64_t now;
+
+    if (f)
+        return park(f, pfd, n, deadline_ns, 0);
+    now = redlock__now_ns();
+    ts = redlock__timespec(deadline_ns > now ? deadline_ns - now : 0);
+    return ppoll(pfd, n, &ts, NULL);
+}
+
+void redlock__wait_until(int64_t deadline_ns)
+{
+    redlock__fiber *f = redlock__fiber_current();
+    int64_t now = redlock__now_ns();
+    struct timespec ts;
+
+    if (f) {
+        park(f, NULL, 0, deadline_ns, 1);
+        return;
+    }
+    if (deadline_ns <= now)
+        return;
+    ts = redlock__timespec(deadline_ns - now);
+    nanosleep(&ts, NULL);
+}
+
+void redlock__wait_cond(pthread_cond_t *cond, pthread_mutex_t *mu)
+{
+    redlock__fiber *f = redlock__fiber_current();
+
+    if (!f) {
+        pthread_cond_wait(cond, mu);
+        return;
+    }
+    pthread_mutex_unlock(mu);
+    park(f, NULL, 0, redlock__now_ns() + REDLOCK__NS_PER_MS, 0);
+    pthread_mutex_lock(mu);
+}
+
+int redlock__wait_parks(void)
+{
+    return redlock__fiber_current() != NULL;
+}
+
+void redlock__wait_fd_closing(int fd)
+{
+    if (close_fn && fd >= 0)
+        close_fn(close_ud, fd);
+}
+
+void redlock__wait_on_close(void (*fn)(void *ud, int fd), void *ud)
+{
+    close_fn = fn;
+    close_ud = ud;
+}

@@ -1,0 +1,45 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * Every place the library waits, in one place. On a thread's own stack a
+ * wait blocks as usual (ppoll, nanosleep, a condition variable). Inside a
+ * fiber (core/fiber.h) it parks the fiber instead: the event loop that
+ * drives it watches the fds and the deadline and resumes it (loop/), so
+ * the same lock core serves the blocking API and the loop-driven one.
+ */
+#ifndef REDLOCK_CORE_WAIT_H
+#define REDLOCK_CORE_WAIT_H
+
+#include <poll.h>
+#include <pthread.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* Like ppoll() until deadline_ns (monotonic): the number of entries with
+ * revents set, 0 at the deadline (or when a parked fiber is kicked), -1
+ * with errno on failure. */
+int redlock__wait_poll(struct pollfd *pfd, size_t n, int64_t deadline_ns);
+
+/* Sleeps until deadline_ns; a parked fiber may be kicked awake earlier.
+ * Only for waits between steps (an acquire's wait for its next attempt):
+ * a loop may hold a fiber back after such a sleep until it has room for
+ * another operation on the network. */
+void redlock__wait_until(int64_t deadline_ns);
+
+/* pthread_cond_wait(cond, mu). Inside a fiber the thread must not block
+ * (whoever would signal may be another fiber of the same thread): it
+ * unlocks mu, parks for a millisecond and locks mu again, so the caller's
+ * usual loop around the wait looks at its condition again. */
+void redlock__wait_cond(pthread_cond_t *cond, pthread_mutex_t *mu);
+
+/* Nonzero inside a fiber: waits park instead of blocking. */
+int redlock__wait_parks(void);
+
+/* Says an fd is about to be closed. An event loop watching it on this
+ * thread stops first (epoll forgets a closed fd by itself, but libuv and
+ * libevent must be told before its number can be reused). */
+void redlock__wait_fd_closing(int fd);
+/* The loop driving fibers on this thread hears of closing fds here;
+ * fn NULL: none. */
+void redlock__wait_on_close(void (*fn)(void *ud, int fd), void *ud);
+
+#endif

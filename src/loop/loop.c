@@ -1,0 +1,616 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * The scheduler: which fds and which deadline the parked tasks need (told
+ * to the program's loop through socket_fn and timer_fn), resuming them
+ * when the loop reports them, the watchdog's ticks when due, and the done
+ * callbacks, always run from the thread's own stack.
+ */
+#define _GNU_SOURCE
+#include "loop/loop.h"
+
+#include <poll.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/util.h"
+#include "core/wait.h"
+#include "lock/context.h"
+#include "lock/watchdog.h"
+
+/* A lock freed while its operations were in flight, freed after them. */
+typedef struct freeing {
+    struct freeing *next;
+    redlock_lock *lock;
+} freeing;
+
+struct redlock__loop {
+    redlock_client *c;
+    redlock_socket_fn socket_fn;
+    redlock_timer_fn timer_fn;
+    void *userdata;
+    redlock__task *tasks;       /* every task, doubly linked */
+    size_t n_tasks;
+    redlock__task *run_head, *run_tail;
+    /* Tasks that finished a sleep but wait for room: at most MAX_ACTIVE
+     * are inside a step (on the network) at once. */
+    redlock__task *admit_head, *admit_tail;
+    size_t active;
+    freeing *freeing;
+    /* Per fd: what the program's loop was asked to watch, and for whom. */
+    unsigned char *fd_events;
+    redlock__task **fd_owner;
+    size_t fd_cap;
+    int in_action;              /* resuming tasks or running callbacks */
+    int destroying;             /* redlock_client_free: hooks are off */
+    int ticking;                /* a watchdog tick is in flight */
+    int64_t wd_due;             /* the next tick, as of the last change */
+    int64_t timer_at;           /* the timer asked for; INT64_MAX: none */
+};
+
+/*
+ * Operations inside a step at once. Each one on the network has a
+ * connection per node and a node timeout of ~50 ms; a burst of a thousand
+ * would open thousands of connections and miss their own deadlines. The
+ * rest wait between steps (before an attempt, where no deadline runs).
+ */
+#define MAX_ACTIVE 64
+
+static int task_freed(const redlock__loop *loop, const redlock_lock *l);
+
+static void tell_socket(redlock__loop *loop, int fd, int events)
+{
+    if (!loop->destroying)
+        loop->socket_fn(loop->userdata, fd, events);
+}
+
+static int grow_fds(redlock__loop *loop, int fd)
+{
+    size_t cap = loop->fd_cap ? loop->fd_cap : 64;
+    unsigned char *ev;
+    redlock__task **own;
+
+    while (cap <= (size_t)fd)
+        cap *= 2;
+    if (cap == loop->fd_cap)
+        return 0;
+    ev = realloc(loop->fd_events, cap);
+    if (!ev)
+        return -1;
+    loop->fd_events = ev;
+    own = realloc(loop->fd_owner, cap * sizeof(*own));
+    if (!own)
+        return -1;
+    loop->fd_owner = own;
+    memset(ev + loop->fd_cap, 0, cap - loop->fd_cap);
+    memset(own + loop->fd_cap, 0, (cap - loop->fd_cap) * sizeof(*own));
+    loop->fd_cap = cap;
+    return 0;
+}
+
+static int events_of(short poll_events)
+{
+    return (poll_events & POLLIN ? REDLOCK_EV_READ : 0) |
+           (poll_events & POLLOUT ? REDLOCK_EV_WRITE : 0);
+}
+
+/* After a task ran: the loop watches the fds it parked on now, and no
+ * longer those it parked on before. */
+static void update_fds(redlock__loop *loop, redlock__task *t)
+{
+    redlock__park *p = redlock__fiber_park(t->fiber);
+    size_t n = t->finished ? 0 : p->n, i, j;
+
+    for (i = 0; i < t->n_regs; i++) {
+        int fd = t->regs[i], kept = 0;
+
+        for (j = 0; j < n && !kept; j++)
+            kept = p->pfd[j].fd == fd;
+        if (!kept && (size_t)fd < loop->fd_cap && loop->fd_owner[fd] == t) {
+            loop->fd_owner[fd] = NULL;
+            loop->fd_events[fd] = 0;
+            tell_socket(loop, fd, 0);
+        }
+    }
+    t->n_regs = 0;
+    for (j = 0; j < n && t->n_regs < sizeof(t->regs) / sizeof(t->regs[0]); j++) {
+        int fd = p->pfd[j].fd, ev = events_of(p->pfd[j].events);
+
+        if (fd < 0 || grow_fds(loop, fd) != 0)
+            continue; /* out of memory: the task's deadline still ends it */
+        if (loop->fd_owner[fd] != t || loop->fd_events[fd] != ev) {
+            loop->fd_owner[fd] = t;
+            loop->fd_events[fd] = (unsigned char)ev;
+            tell_socket(loop, fd, ev);
+        }
+        t->regs[t->n_regs++] = fd;
+    }
+}
+
+/* The core closes an fd: the program's loop stops watching it first. */
+static void on_close(void *ud, int fd)
+{
+    redlock__loop *loop = ud;
+
+    if ((size_t)fd < loop->fd_cap && loop->fd_owner[fd]) {
+        loop->fd_owner[fd] = NULL;
+        loop->fd_events[fd] = 0;
+        tell_socket(loop, fd, 0);
+    }
+}
+
+static void make_runnable(redlock__loop *loop, redlock__task *t)
+{
+    if (t->queued || t->finished || t->admitting)
+        return;
+    t->queued = 1;
+    t->run_next = NULL;
+    if (loop->run_tail)
+        loop->run_tail->run_next = t;
+    else
+        loop->run_head = t;
+    loop->run_tail = t;
+}
+
+/* Runs t until it parks or ends, with its own fiber-locals. */
+static void resume(redlock__loop *loop, redlock__task *t)
+{
+    char *error = redlock__error_swap(t->error);
+    void *report = redlock__report_swap(t->report);
+    int in_tick = redlock__watchdog_in_tick_swap(t->in_tick);
+
+    redlock__wait_on_close(on_close, loop);
+    t->finished = redlock__fiber_resume(t->fiber);
+    redlock__wait_on_close(NULL, NULL);
+    t->in_tick = redlock__watchdog_in_tick_swap(in_tick);
+    redlock__report_swap(report);
+    redlock__error_swap(error);
+    update_fds(loop, t);
+}
+
+/* Whether t may run now: it is inside a step already, is the watchdog's
+ * tick or was kicked (a cancel ends it quickly), or there is room. */
+static int admit(redlock__loop *loop, redlock__task *t)
+{
+    if (t->active)
+        return 1;
+    if (t->lock && loop->active >= MAX_ACTIVE && !redlock__fiber_park(t->fiber)->kicked) {
+        t->admitting = 1;
+        t->admit_next = NULL;
+        if (loop->admit_tail)
+            loop->admit_tail->admit_next = t;
+        else
+            loop->admit_head = t;
+        loop->admit_tail = t;
+        return 0;
+    }
+    t->active = 1;
+    loop->active++;
+    return 1;
+}
+
+/* A step ended (t sleeps between steps, or is done): the next waiting
+ * task gets its room. */
+static void step_ended(redlock__loop *loop, redlock__task *t)
+{
+    redlock__task *next = loop->admit_head;
+
+    if (!t->active)
+        return;
+    t->active = 0;
+    loop->active--;
+    if (!next)
+        return;
+    loop->admit_head = next->admit_next;
+    if (!loop->admit_head)
+        loop->admit_tail = NULL;
+    next->admitting = 0;
+    make_runnable(loop, next);
+}
+
+/* Takes a kicked task out of the admission queue. */
+static void unadmit(redlock__loop *loop, redlock__task *t)
+{
+    redlock__task **pp = &loop->admit_head, *last = NULL;
+
+    for (; *pp; last = *pp, pp = &(*pp)->admit_next)
+        if (*pp == t) {
+            *pp = t->admit_next;
+            if (loop->admit_tail == t)
+                loop->admit_tail = last;
+            t->admitting = 0;
+            return;
+        }
+}
+
+static void run_queue(redlock__loop *loop)
+{
+    redlock__task *t;
+
+    while ((t = loop->run_head) != NULL) {
+        loop->run_head = t->run_next;
+        if (!loop->run_head)
+            loop->run_tail = NULL;
+        t->queued = 0;
+        if (!admit(loop, t))
+            continue;
+        resume(loop, t);
+        if (t->finished || redlock__fiber_park(t->fiber)->idle)
+            step_ended(loop, t);
+    }
+}
+
+static void unlink_task(redlock__loop *loop, redlock__task *t)
+{
+    if (t->prev)
+        t->prev->next = t->next;
+    else
+        loop->tasks = t->next;
+    if (t->next)
+        t->next->prev = t->prev;
+    loop->n_tasks--;
+}
+
+static void task_free(redlock__task *t)
+{
+    redlock__fiber_free(t->fiber);
+    free(t->report);
+    free(t);
+}
+
+/* Frees the locks whose last operation has ended. */
+static void free_released_locks(redlock__loop *loop)
+{
+    freeing **pp = &loop->freeing;
+
+    while (*pp) {
+        freeing *f = *pp;
+
+        if (task_freed(loop, f->lock)) {
+            pp = &f->next;
+            continue;
+        }
+        *pp = f->next;
+        redlock_lock_free(f->lock);
+        free(f);
+    }
+}
+
+/* The done callbacks of every finished task, from the thread's stack. */
+static void deliver(redlock__loop *loop)
+{
+    redlock__task *t = loop->tasks, *next;
+    int any = 0;
+
+    for (; t; t = next) {
+        next = t->next;
+        if (!t->finished)
+            continue;
+        any = 1;
+        unlink_task(loop, t);
+        if (!t->lock)
+            loop->ticking = 0;
+        if (t->done)
+            t->done(t->userdata, redlock__loop_freeing(loop, t->lock) ? NULL : t->lock, t->rc,
+                    t->rc == REDLOCK_OK ? "" : t->error);
+        task_free(t);
+        /* The callback may have started or ended tasks: begin again. */
+        next = loop->tasks;
+    }
+    free_released_locks(loop);
+    /* Holds come and go, and background calls are queued, only as
+     * operations and ticks end: then the next tick may have moved. */
+    if (any)
+        loop->wd_due = redlock__watchdog_next_due(loop->c);
+}
+
+static int tick_fn(redlock__task *t)
+{
+    redlock__watchdog_tick(t->loop->c);
+    return REDLOCK_OK;
+}
+
+/* Resumes what the clock woke, and starts a tick if one is due. */
+static void wake_due(redlock__loop *loop, int64_t now)
+{
+    redlock_client *c = loop->c;
+    redlock__task *t;
+
+    for (t = loop->tasks; t; t = t->next) {
+        redlock__park *p = redlock__fiber_park(t->fiber);
+
+        if (!t->finished && !t->admitting && (p->deadline_ns <= now || p->kicked))
+            make_runnable(loop, t);
+    }
+    if (!loop->ticking && !c->event_loop_watchdog_thread && !loop->destroying &&
+        loop->wd_due <= now) {
+        loop->ticking = 1;
+        if (redlock__task_start(c, NULL, tick_fn, 0, 0, 0, NULL, NULL) != REDLOCK_OK)
+            loop->ticking = 0;
+    }
+}
+
+static int64_t next_deadline(redlock__loop *loop)
+{
+    int64_t next = INT64_MAX;
+    redlock__task *t;
+
+    if (loop->run_head)
+        return 0;
+    for (t = loop->tasks; t; t = t->next) {
+        redlock__park *p = redlock__fiber_park(t->fiber);
+
+        if (t->admitting)
+            continue;
+        if (t->finished || p->kicked)
+            return 0;
+        if (p->deadline_ns < next)
+            next = p->deadline_ns;
+    }
+    if (!loop->ticking && !loop->c->event_loop_watchdog_thread && loop->wd_due < next)
+        next = loop->wd_due;
+    return next;
+}
+
+/* Asks the program's loop for the timer the tasks need now. */
+static void update_timer(redlock__loop *loop)
+{
+    int64_t next = next_deadline(loop), now, ms;
+
+    if (loop->destroying || next == loop->timer_at)
+        return;
+    loop->timer_at = next;
+    if (next == INT64_MAX) {
+        loop->timer_fn(loop->userdata, -1);
+        return;
+    }
+    now = redlock__now_ns();
+    ms = next <= now ? 0 : (next - now + REDLOCK__NS_PER_MS - 1) / REDLOCK__NS_PER_MS;
+    loop->timer_fn(loop->userdata, ms);
+}
+
+static void kick(void *ud, redlock_lock *l)
+{
+    redlock__loop *loop = ud;
+    redlock__task *t;
+
+    for (t = loop->tasks; t; t = t->next)
+        if (t->lock && (!l || t->lock == l) && !t->finished) {
+            redlock__fiber_park(t->fiber)->kicked = 1;
+            if (t->admitting)
+                unadmit(loop, t);
+            make_runnable(loop, t);
+        }
+    if (!loop->in_action)
+        update_timer(loop);
+}
+
+static int task_freed(const redlock__loop *loop, const redlock_lock *l)
+{
+    const redlock__task *t;
+
+    for (t = loop->tasks; t; t = t->next)
+        if (t->lock == l)
+            return 1;
+    return 0;
+}
+
+static int lock_freeing(void *ud, redlock_lock *l)
+{
+    redlock__loop *loop = ud;
+    freeing *f;
+
+    if (!task_freed(loop, l))
+        return 0;
+    for (f = loop->freeing; f; f = f->next)
+        if (f->lock == l)
+            return 1;
+    f = calloc(1, sizeof(*f));
+    if (!f)
+        return 1; /* the handle leaks rather than be freed under a task */
+    f->lock = l;
+    f->next = loop->freeing;
+    loop->freeing = f;
+    __atomic_add_fetch(&l->cancels, 1, __ATOMIC_ACQ_REL);
+    kick(loop, l);
+    return 1;
+}
+
+/* redlock_client_free(): what is in flight ends (canceled acquires end
+ * within about a node timeout, unlocks and ticks within theirs), driven
+ * by poll() here, the program's loop no longer being asked anything. */
+static void destroy(void *ud)
+{
+    redlock__loop *loop = ud;
+    int64_t give_up = redlock__now_ns() + 30000 * REDLOCK__NS_PER_MS;
+
+    loop->destroying = 1;
+    loop->in_action = 1;
+    __atomic_store_n(&loop->c->canceled, 1, __ATOMIC_RELEASE);
+    kick(loop, NULL);
+    while (loop->tasks && redlock__now_ns() < give_up) {
+        struct pollfd pfd[256];
+        redlock__task *who[256];
+        size_t n = 0, i, k;
+        int64_t next;
+
+        run_queue(loop);
+        deliver(loop);
+        if (!loop->tasks)
+            break;
+        for (i = 0; i < loop->fd_cap && n < 256; i++)
+            if (loop->fd_owner[i]) {
+                pfd[n].fd = (int)i;
+                pfd[n].events = (short)((loop->fd_events[i] & REDLOCK_EV_READ ? POLLIN : 0) |
+                                        (loop->fd_events[i] & REDLOCK_EV_WRITE ? POLLOUT : 0));
+                pfd[n].revents = 0;
+                who[n++] = loop->fd_owner[i];
+            }
+        next = next_deadline(loop);
+        if (redlock__wait_poll(pfd, n, next < give_up ? next : give_up) > 0)
+            for (i = 0; i < n; i++) {
+                redlock__park *p = redlock__fiber_park(who[i]->fiber);
+
+                for (k = 0; pfd[i].revents && k < p->n; k++)
+                    if (p->pfd[k].fd == pfd[i].fd) {
+                        p->pfd[k].revents = pfd[i].revents;
+                        make_runnable(loop, who[i]);
+                    }
+            }
+        wake_due(loop, redlock__now_ns());
+    }
+    /* Past the bound (a bug): the rest leak rather than free live stacks. */
+    while (loop->freeing) {
+        freeing *f = loop->freeing;
+
+        loop->freeing = f->next;
+        free(f);
+    }
+    loop->c->loop = (redlock__loop_hooks){0};
+    free(loop->fd_events);
+    free(loop->fd_owner);
+    free(loop);
+}
+
+int redlock__loop_freeing(const redlock__loop *loop, const redlock_lock *l)
+{
+    const freeing *f;
+
+    for (f = loop->freeing; f; f = f->next)
+        if (f->lock == l)
+            return 1;
+    return 0;
+}
+
+redlock__loop *redlock__loop_of(redlock_client *c)
+{
+    if (!c || !c->event_loop) {
+        redlock__fail(REDLOCK_EINVAL, "not a loop-driven client (options.event_loop)");
+        return NULL;
+    }
+    if (!c->loop.loop) {
+        redlock__fail(REDLOCK_EINVAL, "the client is not attached to a loop "
+                                      "(redlock_loop_attach)");
+        return NULL;
+    }
+    return c->loop.loop;
+}
+
+int redlock_loop_attach(redlock_client *c, redlock_socket_fn socket_fn,
+                        redlock_timer_fn timer_fn, void *userdata)
+{
+    redlock__loop *loop;
+
+    if (!c || !socket_fn || !timer_fn)
+        return redlock__fail(REDLOCK_EINVAL, "client, socket_fn and timer_fn are required");
+    if (!c->event_loop)
+        return redlock__fail(REDLOCK_EINVAL, "not a loop-driven client (options.event_loop)");
+    if (c->loop.loop)
+        return redlock__fail(REDLOCK_EINVAL, "the client is already attached to a loop");
+    loop = calloc(1, sizeof(*loop));
+    if (!loop)
+        return redlock__fail(REDLOCK_ENOMEM, "out of memory");
+    loop->c = c;
+    loop->socket_fn = socket_fn;
+    loop->timer_fn = timer_fn;
+    loop->userdata = userdata;
+    loop->timer_at = INT64_MAX;
+    loop->wd_due = INT64_MAX;
+    c->loop.loop = loop;
+    c->loop.kick = kick;
+    c->loop.lock_freeing = lock_freeing;
+    c->loop.destroy = destroy;
+    return REDLOCK_OK;
+}
+
+int redlock_loop_action(redlock_client *c, int fd, int events)
+{
+    redlock__loop *loop = redlock__loop_of(c);
+
+    if (!loop)
+        return REDLOCK_EINVAL;
+    if (loop->in_action || redlock__wait_parks())
+        return redlock__fail(REDLOCK_EINVAL, "redlock_loop_action() called from a callback");
+    loop->in_action = 1;
+    if (fd == REDLOCK_EV_TIMEOUT) {
+        loop->timer_at = INT64_MAX; /* the timer fired: none is set now */
+    } else if (fd >= 0 && (size_t)fd < loop->fd_cap && loop->fd_owner[fd]) {
+        redlock__task *t = loop->fd_owner[fd];
+        redlock__park *p = redlock__fiber_park(t->fiber);
+        short got = (short)((events & REDLOCK_EV_READ ? POLLIN : 0) |
+                            (events & REDLOCK_EV_WRITE ? POLLOUT : 0));
+        size_t k;
+
+        for (k = 0; k < p->n; k++)
+            if (p->pfd[k].fd == fd && (p->pfd[k].events & got)) {
+                p->pfd[k].revents = (short)(p->pfd[k].events & got);
+                make_runnable(loop, t);
+            }
+    }
+    wake_due(loop, redlock__now_ns());
+    run_queue(loop);
+    deliver(loop);
+    run_queue(loop);
+    loop->in_action = 0;
+    update_timer(loop);
+    return REDLOCK_OK;
+}
+
+size_t redlock_loop_pending(const redlock_client *c)
+{
+    const redlock__loop *loop = c ? c->loop.loop : NULL;
+    const redlock__task *t;
+    size_t n = 0;
+
+    for (t = loop ? loop->tasks : NULL; t; t = t->next)
+        n += t->lock != NULL;
+    return n;
+}
+
+static void task_main(void *arg)
+{
+    redlock__task *t = arg;
+
+    t->rc = t->fn(t);
+}
+
+int redlock__task_start(redlock_client *c, redlock_lock *l, redlock__task_fn fn,
+                        uint64_t owner, int64_t wait_ms, int64_t lease_ms,
+                        redlock_done_fn done, void *userdata)
+{
+    redlock__loop *loop = c->loop.loop;
+    redlock__task *t = calloc(1, sizeof(*t));
+    int rc;
+
+    if (!t || !(t->report = calloc(1, redlock__report_store_size()))) {
+        free(t);
+        return redlock__fail(REDLOCK_ENOMEM, "out of memory");
+    }
+    if ((rc = redlock__fiber_new(&t->fiber, task_main, t)) != REDLOCK_OK) {
+        free(t->report);
+        free(t);
+        return rc;
+    }
+    t->loop = loop;
+    t->fn = fn;
+    t->lock = l;
+    t->owner = owner;
+    t->wait_ms = wait_ms;
+    t->lease_ms = lease_ms;
+    t->done = done;
+    t->userdata = userdata;
+    t->next = loop->tasks;
+    if (loop->tasks)
+        loop->tasks->prev = t;
+    loop->tasks = t;
+    loop->n_tasks++;
+    /* Started at once if there is room: its requests go out now. From
+     * inside a fiber (an on_lost callback in a tick) it waits for the
+     * queue that fiber runs in. */
+    make_runnable(loop, t);
+    if (redlock__wait_parks())
+        return REDLOCK_OK;
+    run_queue(loop);
+    if (!loop->in_action)
+        update_timer(loop);
+    return REDLOCK_OK;
+}

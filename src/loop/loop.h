@@ -1,0 +1,61 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * The scheduler of a loop-driven client: operations run as fibers
+ * (core/fiber.h) that park where the blocking core would wait
+ * (core/wait.h); the program's event loop watches what they parked on and
+ * reports it with redlock_loop_action(), which resumes them (loop.c). The
+ * public operations that become such tasks are in ops.c.
+ */
+#ifndef REDLOCK_LOOP_LOOP_H
+#define REDLOCK_LOOP_LOOP_H
+
+#include "core/error.h"
+#include "core/fiber.h"
+#include "lock/internal.h"
+
+typedef struct redlock__loop redlock__loop;
+typedef struct redlock__task redlock__task;
+
+/* Runs inside the task's fiber; its answer goes to the done callback. */
+typedef int (*redlock__task_fn)(redlock__task *t);
+
+struct redlock__task {
+    redlock__task *next, *prev; /* every task of the loop */
+    redlock__task *run_next;    /* the runnable queue */
+    redlock__loop *loop;
+    redlock__fiber *fiber;
+    redlock__task_fn fn;
+    redlock_lock *lock;         /* NULL: the watchdog's tick */
+    uint64_t owner;
+    int64_t wait_ms, lease_ms;
+    redlock_done_fn done;
+    void *userdata;
+    int queued, finished, rc;
+    int active;                 /* inside a step: counts against the cap */
+    int admitting;              /* waits for room under the cap */
+    redlock__task *admit_next;
+    /* What the fiber keeps of its own (see core/error.h, lock/context.h,
+     * lock/watchdog.h). */
+    char error[REDLOCK__ERROR_LEN];
+    void *report;
+    int in_tick;
+    /* The fds this task asked the loop to watch, as last reported. */
+    int regs[64];
+    size_t n_regs;
+};
+
+/* A new task for fn on l (NULL for the tick), started at once unless the
+ * caller is itself a fiber (then at the next action). On failure nothing
+ * is started and the code is returned. */
+int redlock__task_start(redlock_client *c, redlock_lock *l, redlock__task_fn fn,
+                        uint64_t owner, int64_t wait_ms, int64_t lease_ms,
+                        redlock_done_fn done, void *userdata);
+
+/* Whether redlock_lock_free(l) was called while l's operations were in
+ * flight. */
+int redlock__loop_freeing(const redlock__loop *loop, const redlock_lock *l);
+
+/* The loop of a client, or NULL with the reason in the last error. */
+redlock__loop *redlock__loop_of(redlock_client *c);
+
+#endif

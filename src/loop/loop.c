@@ -57,6 +57,13 @@ struct redlock__loop {
 
 static int task_freed(const redlock__loop *loop, const redlock_lock *l);
 
+/* A watchdog tick parked in its fiber uses l: freeing l would wait for
+ * that tick, which only this thread can run. */
+static int pinned(const redlock_lock *l)
+{
+    return __atomic_load_n(&l->wd_pins, __ATOMIC_ACQUIRE) > 0;
+}
+
 static void tell_socket(redlock__loop *loop, int fd, int events)
 {
     if (!loop->destroying)
@@ -265,7 +272,7 @@ static void free_released_locks(redlock__loop *loop)
     while (*pp) {
         freeing *f = *pp;
 
-        if (task_freed(loop, f->lock)) {
+        if (task_freed(loop, f->lock) || pinned(f->lock)) {
             pp = &f->next;
             continue;
         }
@@ -399,7 +406,7 @@ static int lock_freeing(void *ud, redlock_lock *l)
     redlock__loop *loop = ud;
     freeing *f;
 
-    if (!task_freed(loop, l))
+    if (!task_freed(loop, l) && (!pinned(l) || redlock__wait_parks()))
         return 0;
     for (f = loop->freeing; f; f = f->next)
         if (f->lock == l)

@@ -1,0 +1,471 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * The loop-driven client on the fixture's real nodes, with real faults
+ * (SIGSTOP/SIGCONT): grants, waiting, a frozen minority and majority that
+ * never block the loop, a loss reported through the loop, cancel in every
+ * state, and handles or the client freed with operations in flight. The
+ * loop here is the test's own poll() loop over the raw hooks, so it can
+ * time every redlock_loop_action() call.
+ */
+#include <check.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "redlock/redlock.h"
+#include "rig_env.h"
+
+#define N_NODES 5
+#define MAX_FDS 512
+
+typedef struct loop {
+    redlock_client *c;
+    struct pollfd fds[MAX_FDS];
+    size_t n;
+    int64_t timer_at_ms;    /* -1: none */
+    int64_t longest_action_us;
+    int in_start;           /* inside a call that starts an operation */
+    int socket_calls;
+} loop;
+
+typedef struct result {
+    int done, rc, lock_was_null, called_in_start;
+    int64_t at_ms;
+    char msg[256];
+} result;
+
+static loop L;
+
+static void on_socket(void *ud, int fd, int events)
+{
+    loop *lp = ud;
+    size_t i;
+
+    lp->socket_calls++;
+    for (i = 0; i < lp->n && lp->fds[i].fd != fd; i++)
+        ;
+    if (events == 0) {
+        if (i < lp->n)
+            lp->fds[i] = lp->fds[--lp->n];
+        return;
+    }
+    if (i == lp->n) {
+        ck_assert_int_lt(lp->n, MAX_FDS);
+        lp->fds[lp->n++].fd = fd;
+    }
+    lp->fds[i].events = (short)((events & REDLOCK_EV_READ ? POLLIN : 0) |
+                                (events & REDLOCK_EV_WRITE ? POLLOUT : 0));
+}
+
+static void on_timer(void *ud, int64_t ms)
+{
+    loop *lp = ud;
+
+    lp->timer_at_ms = ms < 0 ? -1 : rig_now_ms() + ms;
+}
+
+static void timed_action(int fd, int events)
+{
+    int64_t t0 = rig_now_us(), took;
+
+    ck_assert_int_eq(redlock_loop_action(L.c, fd, events), REDLOCK_OK);
+    took = rig_now_us() - t0;
+    if (took > L.longest_action_us)
+        L.longest_action_us = took;
+}
+
+/* One round of the loop: poll, then report what is ready. */
+static void turn(int max_ms)
+{
+    struct pollfd ready[MAX_FDS];
+    int64_t wait = max_ms, now = rig_now_ms();
+    size_t i, n = L.n;
+    int r;
+
+    if (L.timer_at_ms >= 0 && (L.timer_at_ms - now < wait))
+        wait = L.timer_at_ms > now ? L.timer_at_ms - now : 0;
+    r = poll(L.fds, L.n, (int)wait);
+    memcpy(ready, L.fds, n * sizeof(ready[0]));
+    for (i = 0; r > 0 && i < n; i++)
+        if (ready[i].revents)
+            timed_action(ready[i].fd,
+                         (ready[i].revents & (POLLIN | POLLERR | POLLHUP) ? REDLOCK_EV_READ : 0) |
+                         (ready[i].revents & (POLLOUT | POLLERR | POLLHUP) ? REDLOCK_EV_WRITE : 0));
+    if (L.timer_at_ms >= 0 && rig_now_ms() >= L.timer_at_ms) {
+        L.timer_at_ms = -1;
+        timed_action(REDLOCK_EV_TIMEOUT, 0);
+    }
+}
+
+/* Runs the loop until *flag is set or ms passed; returns whether it was. */
+static int run_until(const int *flag, int64_t ms)
+{
+    int64_t end = rig_now_ms() + ms;
+
+    while (!*flag && rig_now_ms() < end)
+        turn(10);
+    return *flag;
+}
+
+static void on_done(void *ud, redlock_lock *l, int rc, const char *msg)
+{
+    result *r = ud;
+
+    r->done++;
+    r->rc = rc;
+    r->lock_was_null = l == NULL;
+    r->called_in_start = L.in_start;
+    r->at_ms = rig_now_ms();
+    snprintf(r->msg, sizeof(r->msg), "%s", msg);
+}
+
+static redlock_client *loop_client(int node_timeout_ms, int watchdog_lease_ms)
+{
+    redlock_options o = {0};
+
+    memset(&L, 0, sizeof(L));
+    L.timer_at_ms = -1;
+    o.event_loop = 1;
+    o.node_timeout_ms = node_timeout_ms;
+    o.watchdog_lease_ms = watchdog_lease_ms;
+    ck_assert_msg(redlock_client_new(&L.c, rig_plain_uris(), N_NODES, &o) == REDLOCK_OK, "%s",
+                  redlock_last_error());
+    ck_assert_int_eq(redlock_loop_attach(L.c, on_socket, on_timer, &L), REDLOCK_OK);
+    return L.c;
+}
+
+static redlock_lock *new_lock(const char *name)
+{
+    redlock_lock *l = NULL;
+
+    ck_assert_int_eq(redlock_lock_new(L.c, name, NULL, &l), REDLOCK_OK);
+    return l;
+}
+
+static void start_acquire(redlock_lock *l, uint64_t owner, int64_t wait_ms, int64_t lease_ms,
+                          result *r)
+{
+    memset(r, 0, sizeof(*r));
+    L.in_start = 1;
+    ck_assert_msg(redlock_acquire_async(l, owner, wait_ms, lease_ms, on_done, r) == REDLOCK_OK,
+                  "%s", redlock_last_error());
+    L.in_start = 0;
+}
+
+static void start_unlock(redlock_lock *l, uint64_t owner, result *r)
+{
+    memset(r, 0, sizeof(*r));
+    L.in_start = 1;
+    ck_assert_msg(redlock_unlock_async(l, owner, on_done, r) == REDLOCK_OK, "%s",
+                  redlock_last_error());
+    L.in_start = 0;
+}
+
+/* How many nodes have the key (EXISTS on each). */
+static int nodes_with(const char *name)
+{
+    char args[128];
+    int n = 0;
+    size_t i;
+
+    snprintf(args, sizeof(args), "EXISTS %s", name);
+    for (i = 0; i < N_NODES; i++)
+        n += atoi(rig_cli(i, args));
+    return n;
+}
+
+/* 1. Grant, wait for a holder, release; done never runs inside the start
+ *    call, and the library's fds are handed back when nothing is in
+ *    flight. */
+START_TEST(test_grant_wait_release)
+{
+    result a, b, ua, ub;
+    redlock_lock *la, *lb;
+    char name[64];
+
+    loop_client(0, 0);
+    rig_unique_name(name, sizeof(name), "loop", "basic");
+    la = new_lock(name);
+    lb = new_lock(name);
+    start_acquire(la, 1, 0, 10000, &a);
+    ck_assert(run_until(&a.done, 5000));
+    ck_assert_msg(a.rc == REDLOCK_OK, "%s", a.msg);
+    ck_assert(!a.called_in_start && !a.lock_was_null);
+    ck_assert_int_ge(nodes_with(name), 3);
+    /* A second owner waits for the first. */
+    start_acquire(lb, 2, 5000, 10000, &b);
+    run_until(&b.done, 300);
+    ck_assert_int_eq(b.done, 0);
+    ck_assert_uint_eq(redlock_loop_pending(L.c), 1);
+    start_unlock(la, 1, &ua);
+    ck_assert(run_until(&ua.done, 5000));
+    ck_assert_msg(ua.rc == REDLOCK_OK, "%s", ua.msg);
+    ck_assert(run_until(&b.done, 5000));
+    ck_assert_msg(b.rc == REDLOCK_OK, "%s", b.msg);
+    start_unlock(lb, 2, &ub);
+    ck_assert(run_until(&ub.done, 5000));
+    ck_assert_int_eq(ub.rc, REDLOCK_OK);
+    ck_assert_int_eq(nodes_with(name), 0);
+    ck_assert_uint_eq(redlock_loop_pending(L.c), 0);
+    ck_assert_uint_eq(L.n, 0);
+    ck_assert_int_gt(L.socket_calls, 0);
+    redlock_lock_free(la);
+    redlock_lock_free(lb);
+    redlock_client_free(L.c);
+}
+END_TEST
+
+/* 2. Bad input is refused at once, with no callback. */
+START_TEST(test_bad_input)
+{
+    result r;
+    redlock_client *blocking = NULL;
+    redlock_lock *l, *bl = NULL;
+
+    loop_client(0, 0);
+    l = new_lock("loop:bad");
+    memset(&r, 0, sizeof(r));
+    ck_assert_int_eq(redlock_acquire_async(l, 0, 0, 1000, on_done, &r), REDLOCK_EINVAL);
+    ck_assert_int_eq(redlock_acquire_async(l, 1, 0, 1000, NULL, &r), REDLOCK_EINVAL);
+    ck_assert_int_eq(redlock_acquire_async(NULL, 1, 0, 1000, on_done, &r), REDLOCK_EINVAL);
+    ck_assert_int_eq(redlock_unlock_async(l, 0, on_done, &r), REDLOCK_EINVAL);
+    ck_assert_int_eq(redlock_loop_attach(L.c, on_socket, on_timer, &L), REDLOCK_EINVAL);
+    /* A lease too short arrives through done, as the blocking call's
+     * answer. */
+    start_acquire(l, 1, 0, 5, &r);
+    ck_assert(run_until(&r.done, 2000));
+    ck_assert_int_eq(r.rc, REDLOCK_EINVAL);
+    ck_assert_ptr_nonnull(strstr(r.msg, "too short"));
+    /* A blocking client has no loop. */
+    ck_assert_int_eq(redlock_client_new(&blocking, rig_plain_uris(), N_NODES, NULL), REDLOCK_OK);
+    ck_assert_int_eq(redlock_lock_new(blocking, "loop:bad", NULL, &bl), REDLOCK_OK);
+    ck_assert_int_eq(redlock_acquire_async(bl, 1, 0, 1000, on_done, &r), REDLOCK_EINVAL);
+    ck_assert_int_eq(redlock_loop_action(blocking, REDLOCK_EV_TIMEOUT, 0), REDLOCK_EINVAL);
+    ck_assert_int_eq(redlock_loop_attach(blocking, on_socket, on_timer, &L), REDLOCK_EINVAL);
+    redlock_lock_free(bl);
+    redlock_client_free(blocking);
+    redlock_lock_free(l);
+    redlock_client_free(L.c);
+}
+END_TEST
+
+/* 3. Two members frozen: the grant comes from the other three, and no
+ *    loop turn waits for the frozen ones. */
+START_TEST(test_frozen_minority)
+{
+    result r, u;
+    redlock_lock *l;
+    char name[64];
+
+    loop_client(500, 0);
+    rig_unique_name(name, sizeof(name), "loop", "minority");
+    l = new_lock(name);
+    ck_assert_int_eq(rig_node("freeze", 3), 0);
+    ck_assert_int_eq(rig_node("freeze", 4), 0);
+    start_acquire(l, 1, 3000, 60000, &r);
+    ck_assert(run_until(&r.done, 5000));
+    ck_assert_msg(r.rc == REDLOCK_OK, "%s", r.msg);
+    start_unlock(l, 1, &u);
+    ck_assert(run_until(&u.done, 5000));
+    ck_assert_int_eq(u.rc, REDLOCK_OK);
+    /* A blocking wait would have taken the node timeout (500 ms). */
+    ck_assert_msg(L.longest_action_us < 250000, "an action took %lld us",
+                  (long long)L.longest_action_us);
+    ck_assert_int_eq(rig_node("thaw", 3), 0);
+    ck_assert_int_eq(rig_node("thaw", 4), 0);
+    redlock_lock_free(l);
+    redlock_client_free(L.c);
+    ck_assert_int_eq(nodes_with(name), 0);
+}
+END_TEST
+
+/* 4. Three members frozen: the acquire fails within its wait, the loop
+ *    is never held up, and what the frozen members grant once thawed is
+ *    undone. */
+START_TEST(test_frozen_majority)
+{
+    result r;
+    redlock_lock *l;
+    char name[64];
+    int64_t t0;
+    size_t i;
+
+    loop_client(500, 0);
+    rig_unique_name(name, sizeof(name), "loop", "majority");
+    l = new_lock(name);
+    for (i = 0; i < 3; i++)
+        ck_assert_int_eq(rig_node("freeze", i), 0);
+    t0 = rig_now_ms();
+    start_acquire(l, 1, 1500, 60000, &r);
+    ck_assert(run_until(&r.done, 6000));
+    ck_assert_msg(r.rc == REDLOCK_ENO_QUORUM || r.rc == REDLOCK_ETIMEOUT, "%s: %s",
+                  redlock_err_name(r.rc), r.msg);
+    ck_assert_int_le(r.at_ms - t0, 1500 + 1500);
+    ck_assert_msg(L.longest_action_us < 250000, "an action took %lld us",
+                  (long long)L.longest_action_us);
+    for (i = 0; i < 3; i++)
+        ck_assert_int_eq(rig_node("thaw", i), 0);
+    redlock_lock_free(l);
+    /* The client's free flushes the aborts it owes. */
+    redlock_client_free(L.c);
+    ck_assert_int_eq(nodes_with(name), 0);
+}
+END_TEST
+
+static int lost_calls, lost_reason;
+static pthread_t lost_thread;
+
+static void on_lost(void *ud, redlock_lock *l, uint64_t owner, int reason)
+{
+    (void)ud, (void)l, (void)owner;
+    lost_calls++;
+    lost_reason = reason;
+    lost_thread = pthread_self();
+}
+
+/* 5. A watchdog hold is renewed from the loop, and its loss is reported
+ *    through the loop, on the loop's thread. */
+START_TEST(test_loss_through_the_loop)
+{
+    result r, u;
+    redlock_lock *l;
+    char name[64], args[128];
+    int never = 0;
+    size_t i;
+
+    loop_client(0, 1500);
+    rig_unique_name(name, sizeof(name), "loop", "lost");
+    l = new_lock(name);
+    lost_calls = 0;
+    redlock_lock_set_on_lost(l, on_lost, NULL);
+    start_acquire(l, 1, 0, 0, &r);
+    ck_assert(run_until(&r.done, 5000));
+    ck_assert_msg(r.rc == REDLOCK_OK, "%s", r.msg);
+    /* Three leases: only the loop's renewals keep it. */
+    run_until(&never, 4500);
+    ck_assert_int_eq(lost_calls, 0);
+    ck_assert_int_ge(nodes_with(name), 3);
+    snprintf(args, sizeof(args), "DEL %s", name);
+    for (i = 0; i < N_NODES; i++)
+        rig_cli(i, args);
+    ck_assert(run_until(&lost_calls, 3000));
+    ck_assert_int_eq(lost_calls, 1);
+    ck_assert(pthread_equal(lost_thread, pthread_self()));
+    start_unlock(l, 1, &u);
+    ck_assert(run_until(&u.done, 3000));
+    ck_assert_int_eq(u.rc, REDLOCK_ELOST);
+    redlock_lock_free(l);
+    redlock_client_free(L.c);
+}
+END_TEST
+
+/* 6. Cancel: while waiting for a holder, in the middle of an attempt to a
+ *    frozen majority, and after the end (no effect). */
+START_TEST(test_cancel_in_every_state)
+{
+    result h, w, f, u;
+    redlock_lock *holder, *waiter, *frozen;
+    char name[64], name2[64];
+    int64_t t0;
+    size_t i;
+
+    loop_client(300, 0);
+    rig_unique_name(name, sizeof(name), "loop", "cancel");
+    rig_unique_name(name2, sizeof(name2), "loop", "cancel-frozen");
+    holder = new_lock(name);
+    waiter = new_lock(name);
+    frozen = new_lock(name2);
+    start_acquire(holder, 1, 0, 30000, &h);
+    ck_assert(run_until(&h.done, 5000));
+    ck_assert_int_eq(h.rc, REDLOCK_OK);
+    /* Waiting: ends at once. */
+    start_acquire(waiter, 2, 20000, 30000, &w);
+    run_until(&w.done, 200);
+    ck_assert_int_eq(w.done, 0);
+    t0 = rig_now_ms();
+    redlock_acquire_cancel(waiter);
+    ck_assert(run_until(&w.done, 2000));
+    ck_assert_int_eq(w.rc, REDLOCK_ECANCELED);
+    ck_assert_int_lt(w.at_ms - t0, 1000);
+    ck_assert(!w.lock_was_null);
+    /* In the middle of an attempt: finished, undone, then canceled. */
+    for (i = 0; i < 3; i++)
+        ck_assert_int_eq(rig_node("freeze", i), 0);
+    start_acquire(frozen, 3, 20000, 30000, &f);
+    run_until(&f.done, 50);
+    redlock_acquire_cancel(frozen);
+    ck_assert(run_until(&f.done, 3000));
+    ck_assert_int_eq(f.rc, REDLOCK_ECANCELED);
+    for (i = 0; i < 3; i++)
+        ck_assert_int_eq(rig_node("thaw", i), 0);
+    /* After the end: the holder still holds, and unlocks. */
+    redlock_acquire_cancel(holder);
+    start_unlock(holder, 1, &u);
+    ck_assert(run_until(&u.done, 3000));
+    ck_assert_int_eq(u.rc, REDLOCK_OK);
+    redlock_lock_free(holder);
+    redlock_lock_free(waiter);
+    redlock_lock_free(frozen);
+    redlock_client_free(L.c);
+    ck_assert_int_eq(nodes_with(name), 0);
+    ck_assert_int_eq(nodes_with(name2), 0);
+}
+END_TEST
+
+/* 7. A handle freed with an acquire in flight: done says so (lock NULL,
+ *    REDLOCK_ECANCELED), the handle goes after it, nothing is left held.
+ *    Then the client is freed with an operation still in flight. */
+START_TEST(test_free_while_pending)
+{
+    result h, w, late;
+    redlock_lock *holder, *waiter, *last;
+    char name[64];
+
+    loop_client(0, 0);
+    rig_unique_name(name, sizeof(name), "loop", "free");
+    holder = new_lock(name);
+    waiter = new_lock(name);
+    start_acquire(holder, 1, 0, 30000, &h);
+    ck_assert(run_until(&h.done, 5000));
+    ck_assert_int_eq(h.rc, REDLOCK_OK);
+    start_acquire(waiter, 2, 20000, 30000, &w);
+    run_until(&w.done, 100);
+    redlock_lock_free(waiter);
+    ck_assert(run_until(&w.done, 2000));
+    ck_assert_int_eq(w.rc, REDLOCK_ECANCELED);
+    ck_assert(w.lock_was_null);
+    ck_assert_uint_eq(redlock_loop_pending(L.c), 0);
+    /* The client freed while an acquire of a freed handle still waits:
+     * it ends before the client does. */
+    last = new_lock(name);
+    start_acquire(last, 3, 20000, 30000, &late);
+    run_until(&late.done, 100);
+    redlock_lock_free(last);
+    redlock_lock_free(holder); /* its hold runs out with its lease */
+    redlock_client_free(L.c);
+    ck_assert_int_eq(late.done, 1);
+    ck_assert_int_eq(late.rc, REDLOCK_ECANCELED);
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("loop");
+    SRunner *sr;
+    int failed;
+
+    RIG_ADD_CASE(s, test_grant_wait_release, 30);
+    RIG_ADD_CASE(s, test_bad_input, 30);
+    RIG_ADD_CASE(s, test_frozen_minority, 30);
+    RIG_ADD_CASE(s, test_frozen_majority, 30);
+    RIG_ADD_CASE(s, test_loss_through_the_loop, 30);
+    RIG_ADD_CASE(s, test_cancel_in_every_state, 30);
+    RIG_ADD_CASE(s, test_free_while_pending, 30);
+    sr = srunner_create(s);
+    srunner_run_all(sr, CK_NORMAL);
+    failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}

@@ -9,6 +9,7 @@
 #include "loop/loop.h"
 
 #include <poll.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -331,7 +332,7 @@ static void wake_due(redlock__loop *loop, int64_t now)
     if (!loop->ticking && !c->event_loop_watchdog_thread && !loop->destroying &&
         loop->wd_due <= now) {
         loop->ticking = 1;
-        if (redlock__task_start(c, NULL, tick_fn, 0, 0, 0, NULL, NULL) != REDLOCK_OK)
+        if (redlock__task_start(c, NULL, tick_fn, NULL, 0, 0, 0, NULL, NULL) != REDLOCK_OK)
             loop->ticking = 0;
     }
 }
@@ -401,6 +402,23 @@ static int task_freed(const redlock__loop *loop, const redlock_lock *l)
     return 0;
 }
 
+/* Acquires of l that were granted but not yet told: nobody can release
+ * those holds once l is freed, so each is released by a task of its own
+ * and reported canceled. */
+static void undo_granted(redlock__loop *loop, redlock_lock *l)
+{
+    redlock__task *t;
+
+    for (t = loop->tasks; t; t = t->next) {
+        if (t->lock != l || !t->finished || t->rc != REDLOCK_OK || !t->undo)
+            continue;
+        t->rc = REDLOCK_ECANCELED;
+        snprintf(t->error, sizeof(t->error), "lock '%s' was freed while being acquired",
+                 redlock_lock_name(l));
+        (void)redlock__task_start(loop->c, l, t->undo, NULL, t->owner, 0, 0, NULL, NULL);
+    }
+}
+
 static int lock_freeing(void *ud, redlock_lock *l)
 {
     redlock__loop *loop = ud;
@@ -419,6 +437,7 @@ static int lock_freeing(void *ud, redlock_lock *l)
     loop->freeing = f;
     __atomic_add_fetch(&l->cancels, 1, __ATOMIC_ACQ_REL);
     kick(loop, l);
+    undo_granted(loop, l);
     return 1;
 }
 
@@ -581,8 +600,8 @@ static void task_main(void *arg)
 }
 
 int redlock__task_start(redlock_client *c, redlock_lock *l, redlock__task_fn fn,
-                        uint64_t owner, int64_t wait_ms, int64_t lease_ms,
-                        redlock_done_fn done, void *userdata)
+                        redlock__task_fn undo, uint64_t owner, int64_t wait_ms,
+                        int64_t lease_ms, redlock_done_fn done, void *userdata)
 {
     redlock__loop *loop = c->loop.loop;
     redlock__task *t = calloc(1, sizeof(*t));
@@ -599,6 +618,7 @@ int redlock__task_start(redlock_client *c, redlock_lock *l, redlock__task_fn fn,
     }
     t->loop = loop;
     t->fn = fn;
+    t->undo = undo;
     t->lock = l;
     t->owner = owner;
     t->wait_ms = wait_ms;

@@ -25,6 +25,9 @@ struct redlock__task {
     redlock__loop *loop;
     redlock__fiber *fiber;
     redlock__task_fn fn;
+    /* Undoes a successful fn whose handle is freed before done ran (an
+     * acquire's unlock); NULL: nothing to undo. */
+    redlock__task_fn undo;
     redlock_lock *lock;         /* NULL: the watchdog's tick */
     uint64_t owner;
     int64_t wait_ms, lease_ms;
@@ -48,8 +51,8 @@ struct redlock__task {
  * caller is itself a fiber (then at the next action). On failure nothing
  * is started and the code is returned. */
 int redlock__task_start(redlock_client *c, redlock_lock *l, redlock__task_fn fn,
-                        uint64_t owner, int64_t wait_ms, int64_t lease_ms,
-                        redlock_done_fn done, void *userdata);
+                        redlock__task_fn undo, uint64_t owner, int64_t wait_ms,
+                        int64_t lease_ms, redlock_done_fn done, void *userdata);
 
 /* Whether redlock_lock_free(l) was called while l's operations were in
  * flight. */

@@ -45,8 +45,8 @@ int redlock_acquire_async(redlock_lock *l, uint64_t owner, int64_t wait_ms, int6
     if (redlock__canceled(l->client))
         return redlock__fail(REDLOCK_ECANCELED, "lock '%s': the client was canceled",
                              redlock_lock_name(l));
-    return redlock__task_start(l->client, l, acquire_fn, owner, wait_ms, lease_ms, done,
-                               userdata);
+    return redlock__task_start(l->client, l, acquire_fn, unlock_fn, owner, wait_ms, lease_ms,
+                               done, userdata);
 }
 
 int redlock_unlock_async(redlock_lock *l, uint64_t owner, redlock_done_fn done, void *userdata)
@@ -55,5 +55,5 @@ int redlock_unlock_async(redlock_lock *l, uint64_t owner, redlock_done_fn done, 
 
     if (rc != REDLOCK_OK)
         return rc;
-    return redlock__task_start(l->client, l, unlock_fn, owner, 0, 0, done, userdata);
+    return redlock__task_start(l->client, l, unlock_fn, NULL, owner, 0, 0, done, userdata);
 }

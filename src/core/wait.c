@@ -2,17 +2,20 @@
 #define _GNU_SOURCE
 #include "core/wait.h"
 
+#include <errno.h>
 #include <time.h>
 
 #include "core/fiber.h"
 #include "core/util.h"
 
 static _Thread_local void (*close_fn)(void *ud, int fd);
-static _Thread_local void *close_ud;
+static _Thread_local void (*notify_fn)(void *ud, const void *key);
+static _Thread_local void *hooks_ud;
 
 /* Parks the running fiber on pfd until deadline_ns; the loop fills
  * revents. Returns how many entries are ready. */
-static int park(redlock__fiber *f, struct pollfd *pfd, size_t n, int64_t deadline_ns, int idle)
+static int park(redlock__fiber *f, struct pollfd *pfd, size_t n, int64_t deadline_ns, int idle,
+                const void *key)
 {
     redlock__park *p = redlock__fiber_park(f);
     size_t i;
@@ -26,8 +29,10 @@ static int park(redlock__fiber *f, struct pollfd *pfd, size_t n, int64_t deadlin
     p->kicked = 0;
     p->ready = 0;
     p->idle = idle;
+    p->key = key;
     redlock__fiber_yield();
     p->idle = 0;
+    p->key = NULL;
     p->pfd = NULL;
     p->n = 0;
     p->deadline_ns = INT64_MAX;
@@ -43,7 +48,7 @@ int redlock__wait_poll(struct pollfd *pfd, size_t n, int64_t deadline_ns)
     int64_t now;
 
     if (f)
-        return park(f, pfd, n, deadline_ns, 0);
+        return park(f, pfd, n, deadline_ns, 0, NULL);
     now = redlock__now_ns();
     ts = redlock__timespec(deadline_ns > now ? deadline_ns - now : 0);
     return ppoll(pfd, n, &ts, NULL);
@@ -56,7 +61,7 @@ void redlock__wait_until(int64_t deadline_ns)
     struct timespec ts;
 
     if (f) {
-        park(f, NULL, 0, deadline_ns, 1);
+        park(f, NULL, 0, deadline_ns, 1, NULL);
         return;
     }
     if (deadline_ns <= now)
@@ -74,8 +79,32 @@ void redlock__wait_cond(pthread_cond_t *cond, pthread_mutex_t *mu)
         return;
     }
     pthread_mutex_unlock(mu);
-    park(f, NULL, 0, redlock__now_ns() + REDLOCK__NS_PER_MS, 0);
+    park(f, NULL, 0, redlock__now_ns() + REDLOCK__NS_PER_MS, 0, NULL);
     pthread_mutex_lock(mu);
+}
+
+int redlock__wait_cond_until(pthread_cond_t *cond, pthread_mutex_t *mu, int64_t deadline_ns,
+                             int between_steps)
+{
+    redlock__fiber *f = redlock__fiber_current();
+    struct timespec ts;
+
+    if (redlock__now_ns() >= deadline_ns)
+        return ETIMEDOUT;
+    if (!f) {
+        ts = redlock__timespec(deadline_ns);
+        return pthread_cond_timedwait(cond, mu, &ts);
+    }
+    pthread_mutex_unlock(mu);
+    park(f, NULL, 0, deadline_ns, between_steps, cond);
+    pthread_mutex_lock(mu);
+    return redlock__now_ns() >= deadline_ns ? ETIMEDOUT : 0;
+}
+
+void redlock__wait_notify(const void *key)
+{
+    if (notify_fn)
+        notify_fn(hooks_ud, key);
 }
 
 int redlock__wait_parks(void)
@@ -86,11 +115,13 @@ int redlock__wait_parks(void)
 void redlock__wait_fd_closing(int fd)
 {
     if (close_fn && fd >= 0)
-        close_fn(close_ud, fd);
+        close_fn(hooks_ud, fd);
 }
 
-void redlock__wait_on_close(void (*fn)(void *ud, int fd), void *ud)
+void redlock__wait_hooks(void (*on_close)(void *ud, int fd),
+                         void (*on_notify)(void *ud, const void *key), void *ud)
 {
-    close_fn = fn;
-    close_ud = ud;
+    close_fn = on_close;
+    notify_fn = on_notify;
+    hooks_ud = ud;
 }

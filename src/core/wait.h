@@ -31,6 +31,19 @@ void redlock__wait_until(int64_t deadline_ns);
  * usual loop around the wait looks at its condition again. */
 void redlock__wait_cond(pthread_cond_t *cond, pthread_mutex_t *mu);
 
+/* pthread_cond_timedwait(cond, mu, deadline_ns) on a CLOCK_MONOTONIC
+ * condition variable; returns 0, or ETIMEDOUT once deadline_ns passed.
+ * Inside a fiber it unlocks mu and parks until redlock__wait_notify(cond)
+ * on this thread, a kick or the deadline, then locks mu again. Whoever
+ * broadcasts cond also calls redlock__wait_notify(cond). between_steps:
+ * the wait is one between steps, as for redlock__wait_until(). */
+int redlock__wait_cond_until(pthread_cond_t *cond, pthread_mutex_t *mu, int64_t deadline_ns,
+                             int between_steps);
+
+/* Wakes the fibers of this thread parked on key (see above); a no-op
+ * where no loop drives fibers. */
+void redlock__wait_notify(const void *key);
+
 /* Nonzero inside a fiber: waits park instead of blocking. */
 int redlock__wait_parks(void);
 
@@ -38,8 +51,9 @@ int redlock__wait_parks(void);
  * thread stops first (epoll forgets a closed fd by itself, but libuv and
  * libevent must be told before its number can be reused). */
 void redlock__wait_fd_closing(int fd);
-/* The loop driving fibers on this thread hears of closing fds here;
- * fn NULL: none. */
-void redlock__wait_on_close(void (*fn)(void *ud, int fd), void *ud);
+/* The loop driving fibers on this thread hears of closing fds and of
+ * notifications here; NULLs: none. */
+void redlock__wait_hooks(void (*on_close)(void *ud, int fd),
+                         void (*on_notify)(void *ud, const void *key), void *ud);
 
 #endif

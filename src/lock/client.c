@@ -63,8 +63,7 @@ static int copy_options(redlock_client *c, const redlock_options *o)
     c->retry_delay_ms = o->retry_delay_ms ? o->retry_delay_ms : DEFAULT_RETRY_DELAY_MS;
     c->event_loop = o->event_loop != 0;
     c->event_loop_watchdog_thread = c->event_loop && o->event_loop_watchdog_thread;
-    /* A loop-driven client starts no subscriber thread. */
-    c->disable_pubsub = o->disable_pubsub || c->event_loop;
+    c->disable_pubsub = o->disable_pubsub;
     c->flush_timeout_ms = o->flush_timeout_ms ? o->flush_timeout_ms : DEFAULT_FLUSH_TIMEOUT_MS;
     c->unavailable_timeout_ms = o->unavailable_timeout_ms > 0 ? o->unavailable_timeout_ms
                                                              : DEFAULT_UNAVAILABLE_TIMEOUT_MS;
@@ -243,7 +242,9 @@ int redlock_client_new(redlock_client **out, const char *const *uris, size_t n_n
         goto fail;
     rc = redlock__net_init(&c->net, c->nodes, n_nodes, c->connect_timeout_ms);
     if (rc == REDLOCK_OK && !c->disable_pubsub)
-        rc = redlock__pubsub_new(c->nodes, n_nodes, c->connect_timeout_ms, &c->net.pubsub);
+        /* A loop-driven client's subscriber runs on the loop (loop/). */
+        rc = redlock__pubsub_new(c->nodes, n_nodes, c->connect_timeout_ms, !c->event_loop,
+                                 &c->net.pubsub);
     if (rc != REDLOCK_OK) {
         rc = redlock__fail(rc, "cannot set up the transport");
         goto fail;

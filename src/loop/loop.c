@@ -17,6 +17,7 @@
 #include "core/wait.h"
 #include "lock/context.h"
 #include "lock/watchdog.h"
+#include "transport/pubsub.h"
 
 /* A lock freed while its operations were in flight, freed after them. */
 typedef struct freeing {
@@ -36,6 +37,11 @@ struct redlock__loop {
      * are inside a step (on the network) at once. */
     redlock__task *admit_head, *admit_tail;
     size_t active;
+    /* Parked tasks with a deadline, soonest first; finished tasks whose
+     * done has not run. */
+    redlock__task **heap;
+    size_t heap_n, heap_cap;
+    redlock__task *done_head;
     freeing *freeing;
     /* Per fd: what the program's loop was asked to watch, and for whom. */
     unsigned char *fd_events;
@@ -146,6 +152,80 @@ static void on_close(void *ud, int fd)
     }
 }
 
+static int64_t deadline_of(const redlock__task *t)
+{
+    return redlock__fiber_park(t->fiber)->deadline_ns;
+}
+
+static void heap_set(redlock__loop *loop, size_t i, redlock__task *t)
+{
+    loop->heap[i] = t;
+    t->heap_idx = i + 1;
+}
+
+static void heap_up(redlock__loop *loop, size_t i)
+{
+    redlock__task *t = loop->heap[i];
+
+    while (i > 0 && deadline_of(loop->heap[(i - 1) / 2]) > deadline_of(t)) {
+        heap_set(loop, i, loop->heap[(i - 1) / 2]);
+        i = (i - 1) / 2;
+    }
+    heap_set(loop, i, t);
+}
+
+static void heap_down(redlock__loop *loop, size_t i)
+{
+    redlock__task *t = loop->heap[i];
+
+    for (;;) {
+        size_t c = 2 * i + 1;
+
+        if (c >= loop->heap_n)
+            break;
+        if (c + 1 < loop->heap_n && deadline_of(loop->heap[c + 1]) < deadline_of(loop->heap[c]))
+            c++;
+        if (deadline_of(loop->heap[c]) >= deadline_of(t))
+            break;
+        heap_set(loop, i, loop->heap[c]);
+        i = c;
+    }
+    heap_set(loop, i, t);
+}
+
+static void heap_remove(redlock__loop *loop, redlock__task *t)
+{
+    size_t i = t->heap_idx - 1;
+
+    if (!t->heap_idx)
+        return;
+    t->heap_idx = 0;
+    if (--loop->heap_n == i)
+        return;
+    heap_set(loop, i, loop->heap[loop->heap_n]);
+    heap_up(loop, i);
+    heap_down(loop, loop->heap[i]->heap_idx - 1);
+}
+
+/* A parked task with a deadline is woken by the clock. Out of memory it
+ * is not, and ends when a kick or its fds wake it. */
+static void heap_add(redlock__loop *loop, redlock__task *t)
+{
+    if (t->heap_idx || deadline_of(t) == INT64_MAX)
+        return;
+    if (loop->heap_n == loop->heap_cap) {
+        size_t cap = loop->heap_cap ? 2 * loop->heap_cap : 64;
+        redlock__task **h = realloc(loop->heap, cap * sizeof(*h));
+
+        if (!h)
+            return;
+        loop->heap = h;
+        loop->heap_cap = cap;
+    }
+    heap_set(loop, loop->heap_n++, t);
+    heap_up(loop, loop->heap_n - 1);
+}
+
 static void make_runnable(redlock__loop *loop, redlock__task *t)
 {
     if (t->queued || t->finished || t->admitting)
@@ -159,6 +239,17 @@ static void make_runnable(redlock__loop *loop, redlock__task *t)
     loop->run_tail = t;
 }
 
+/* A condition some fibers may be parked on changed (core/wait.h). */
+static void on_notify(void *ud, const void *key)
+{
+    redlock__loop *loop = ud;
+    redlock__task *t;
+
+    for (t = loop->tasks; t; t = t->next)
+        if (!t->finished && redlock__fiber_park(t->fiber)->key == key)
+            make_runnable(loop, t);
+}
+
 /* Runs t until it parks or ends, with its own fiber-locals. */
 static void resume(redlock__loop *loop, redlock__task *t)
 {
@@ -166,9 +257,16 @@ static void resume(redlock__loop *loop, redlock__task *t)
     void *report = redlock__report_swap(t->report);
     int in_tick = redlock__watchdog_in_tick_swap(t->in_tick);
 
-    redlock__wait_on_close(on_close, loop);
+    heap_remove(loop, t);
+    redlock__wait_hooks(on_close, on_notify, loop);
     t->finished = redlock__fiber_resume(t->fiber);
-    redlock__wait_on_close(NULL, NULL);
+    redlock__wait_hooks(NULL, NULL, NULL);
+    if (t->finished) {
+        t->done_next = loop->done_head;
+        loop->done_head = t;
+    } else {
+        heap_add(loop, t);
+    }
     t->in_tick = redlock__watchdog_in_tick_swap(in_tick);
     redlock__report_swap(report);
     redlock__error_swap(error);
@@ -182,6 +280,7 @@ static int admit(redlock__loop *loop, redlock__task *t)
     if (t->active)
         return 1;
     if (t->lock && loop->active >= MAX_ACTIVE && !redlock__fiber_park(t->fiber)->kicked) {
+        heap_remove(loop, t);
         t->admitting = 1;
         t->admit_next = NULL;
         if (loop->admit_tail)
@@ -283,26 +382,35 @@ static void free_released_locks(redlock__loop *loop)
     }
 }
 
+static int tick_fn(redlock__task *t)
+{
+    redlock__watchdog_tick(t->loop->c);
+    return REDLOCK_OK;
+}
+
+/* The subscriber's loop, for as long as the client lives. */
+static int subscriber_fn(redlock__task *t)
+{
+    redlock__pubsub_run(t->loop->c->net.pubsub);
+    return REDLOCK_OK;
+}
+
 /* The done callbacks of every finished task, from the thread's stack. */
 static void deliver(redlock__loop *loop)
 {
-    redlock__task *t = loop->tasks, *next;
+    redlock__task *t;
     int any = 0;
 
-    for (; t; t = next) {
-        next = t->next;
-        if (!t->finished)
-            continue;
+    while ((t = loop->done_head) != NULL) {
+        loop->done_head = t->done_next;
         any = 1;
         unlink_task(loop, t);
-        if (!t->lock)
+        if (t->fn == tick_fn)
             loop->ticking = 0;
         if (t->done)
             t->done(t->userdata, redlock__loop_freeing(loop, t->lock) ? NULL : t->lock, t->rc,
                     t->rc == REDLOCK_OK ? "" : t->error);
         task_free(t);
-        /* The callback may have started or ended tasks: begin again. */
-        next = loop->tasks;
     }
     free_released_locks(loop);
     /* Holds come and go, and background calls are queued, only as
@@ -311,23 +419,16 @@ static void deliver(redlock__loop *loop)
         loop->wd_due = redlock__watchdog_next_due(loop->c);
 }
 
-static int tick_fn(redlock__task *t)
-{
-    redlock__watchdog_tick(t->loop->c);
-    return REDLOCK_OK;
-}
 
 /* Resumes what the clock woke, and starts a tick if one is due. */
 static void wake_due(redlock__loop *loop, int64_t now)
 {
     redlock_client *c = loop->c;
-    redlock__task *t;
+    while (loop->heap_n > 0 && deadline_of(loop->heap[0]) <= now) {
+        redlock__task *t = loop->heap[0];
 
-    for (t = loop->tasks; t; t = t->next) {
-        redlock__park *p = redlock__fiber_park(t->fiber);
-
-        if (!t->finished && !t->admitting && (p->deadline_ns <= now || p->kicked))
-            make_runnable(loop, t);
+        heap_remove(loop, t);
+        make_runnable(loop, t);
     }
     if (!loop->ticking && !c->event_loop_watchdog_thread && !loop->destroying &&
         loop->wd_due <= now) {
@@ -339,21 +440,10 @@ static void wake_due(redlock__loop *loop, int64_t now)
 
 static int64_t next_deadline(redlock__loop *loop)
 {
-    int64_t next = INT64_MAX;
-    redlock__task *t;
+    int64_t next = loop->heap_n > 0 ? deadline_of(loop->heap[0]) : INT64_MAX;
 
-    if (loop->run_head)
+    if (loop->run_head || loop->done_head)
         return 0;
-    for (t = loop->tasks; t; t = t->next) {
-        redlock__park *p = redlock__fiber_park(t->fiber);
-
-        if (t->admitting)
-            continue;
-        if (t->finished || p->kicked)
-            return 0;
-        if (p->deadline_ns < next)
-            next = p->deadline_ns;
-    }
     if (!loop->ticking && !loop->c->event_loop_watchdog_thread && loop->wd_due < next)
         next = loop->wd_due;
     return next;
@@ -435,8 +525,7 @@ static int lock_freeing(void *ud, redlock_lock *l)
     f->lock = l;
     f->next = loop->freeing;
     loop->freeing = f;
-    __atomic_add_fetch(&l->cancels, 1, __ATOMIC_ACQ_REL);
-    kick(loop, l);
+    redlock_acquire_cancel(l);
     undo_granted(loop, l);
     return 1;
 }
@@ -451,8 +540,9 @@ static void destroy(void *ud)
 
     loop->destroying = 1;
     loop->in_action = 1;
-    __atomic_store_n(&loop->c->canceled, 1, __ATOMIC_RELEASE);
-    kick(loop, NULL);
+    redlock_client_cancel(loop->c);
+    if (loop->c->net.pubsub)
+        redlock__pubsub_close(loop->c->net.pubsub);
     while (loop->tasks && redlock__now_ns() < give_up) {
         struct pollfd pfd[256];
         redlock__task *who[256];
@@ -494,6 +584,7 @@ static void destroy(void *ud)
     loop->c->loop = (redlock__loop_hooks){0};
     free(loop->fd_events);
     free(loop->fd_owner);
+    free(loop->heap);
     free(loop);
 }
 
@@ -545,6 +636,13 @@ int redlock_loop_attach(redlock_client *c, redlock_socket_fn socket_fn,
     c->loop.kick = kick;
     c->loop.lock_freeing = lock_freeing;
     c->loop.destroy = destroy;
+    /* Release messages: the subscriber runs as a task of its own. */
+    if (c->net.pubsub && redlock__task_start(c, NULL, subscriber_fn, NULL, 0, 0, 0, NULL, NULL) !=
+                             REDLOCK_OK) {
+        c->loop = (redlock__loop_hooks){0};
+        free(loop);
+        return REDLOCK_ENOMEM;
+    }
     return REDLOCK_OK;
 }
 

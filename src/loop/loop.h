@@ -37,6 +37,8 @@ struct redlock__task {
     int active;                 /* inside a step: counts against the cap */
     int admitting;              /* waits for room under the cap */
     redlock__task *admit_next;
+    redlock__task *done_next;   /* finished, done not yet run */
+    size_t heap_idx;            /* its place in the deadline heap + 1 */
     /* What the fiber keeps of its own (see core/error.h, lock/context.h,
      * lock/watchdog.h). */
     char error[REDLOCK__ERROR_LEN];

@@ -55,6 +55,7 @@ struct redlock__pubsub {
     pthread_mutex_t mu;
     pthread_cond_t cond;     /* waiters: messages and confirmations */
     pthread_t thread;
+    int threaded;            /* the thread runs (else a loop's fiber) */
     int wake[2];             /* pipe: tells the thread to reconcile */
     int closing;
     uint64_t kicks;          /* redlock__pubsub_kick() calls */
@@ -70,6 +71,13 @@ static void poke(redlock__pubsub *ps)
     ssize_t r = write(ps->wake[1], &c, 1);
 
     (void)r; /* a full pipe already guarantees a wake-up */
+}
+
+/* Waiters wait on ps->cond: threads, or fibers parked on it. */
+static void wake_waiters(redlock__pubsub *ps)
+{
+    pthread_cond_broadcast(&ps->cond);
+    redlock__wait_notify(&ps->cond);
 }
 
 static channel *find_channel(redlock__pubsub *ps, const char *name)
@@ -139,7 +147,7 @@ static void reconcile(redlock__pubsub *ps, int64_t now)
             sn->retry_at = now + (int64_t)sn->backoff_ms * REDLOCK__NS_PER_MS;
             sn->backoff_ms = sn->backoff_ms * 2 > RECONNECT_MAX_MS ? RECONNECT_MAX_MS
                                                                    : sn->backoff_ms * 2;
-            pthread_cond_broadcast(&ps->cond);
+            wake_waiters(ps);
         }
     }
     for (i = 0; i < ps->n_nodes; i++) {
@@ -194,7 +202,7 @@ static void node_failed(redlock__pubsub *ps, size_t i, int64_t now)
         ch->asked[i] = ch->live[i] = 0;
         ch->gen++;
     }
-    pthread_cond_broadcast(&ps->cond);
+    wake_waiters(ps);
 }
 
 static void handle_push(redlock__pubsub *ps, size_t i, redisReply *r)
@@ -212,7 +220,7 @@ static void handle_push(redlock__pubsub *ps, size_t i, redisReply *r)
         return;
     if (strcmp(kind, "message") == 0) {
         ch->gen++;
-        pthread_cond_broadcast(&ps->cond);
+        wake_waiters(ps);
     } else if (strcmp(kind, "subscribe") == 0 && ch->asked[i]) {
         channel *other;
         int outstanding = 0;
@@ -224,7 +232,7 @@ static void handle_push(redlock__pubsub *ps, size_t i, redisReply *r)
             outstanding |= other->asked[i] && !other->live[i];
         if (!outstanding)
             ps->nodes[i].confirm_by = 0;
-        pthread_cond_broadcast(&ps->cond);
+        wake_waiters(ps);
     }
 }
 
@@ -237,22 +245,21 @@ void redlock__pubsub_feed(redlock__pubsub *ps, size_t node, struct redisReply *r
     pthread_mutex_unlock(&ps->mu);
 }
 
-static void *listener(void *arg)
+void redlock__pubsub_run(redlock__pubsub *ps)
 {
-    redlock__pubsub *ps = arg;
     struct pollfd *pfd = calloc(ps->n_nodes + 1, sizeof(*pfd));
     size_t *idx = calloc(ps->n_nodes + 1, sizeof(size_t));
 
     if (!pfd || !idx) {
         free(pfd);
         free(idx);
-        return NULL;
+        return;
     }
     pthread_mutex_lock(&ps->mu);
     while (!ps->closing) {
         int64_t now = redlock__now_ns(), next = INT64_MAX;
         size_t i, n = 1;
-        int timeout_ms, r;
+        int r;
         char drain[64];
 
         reconcile(ps, now);
@@ -275,10 +282,8 @@ static void *listener(void *arg)
             pfd[n].revents = 0;
             idx[n++] = i;
         }
-        timeout_ms = next == INT64_MAX ? -1
-                                       : (int)((next - now) / REDLOCK__NS_PER_MS + 1);
         pthread_mutex_unlock(&ps->mu);
-        r = poll(pfd, n, timeout_ms);
+        r = redlock__wait_poll(pfd, n, next == INT64_MAX ? INT64_MAX : next + REDLOCK__NS_PER_MS);
         pthread_mutex_lock(&ps->mu);
         if (r < 0 && errno != EINTR)
             break;
@@ -310,11 +315,16 @@ static void *listener(void *arg)
     pthread_mutex_unlock(&ps->mu);
     free(pfd);
     free(idx);
+}
+
+static void *listener(void *arg)
+{
+    redlock__pubsub_run(arg);
     return NULL;
 }
 
 int redlock__pubsub_new(const redlock__node *nodes, size_t n_nodes,
-                        int connect_timeout_ms, redlock__pubsub **out)
+                        int connect_timeout_ms, int with_thread, redlock__pubsub **out)
 {
     redlock__pubsub *ps = calloc(1, sizeof(*ps) + n_nodes * sizeof(sub_node));
     size_t i;
@@ -342,7 +352,7 @@ int redlock__pubsub_new(const redlock__node *nodes, size_t n_nodes,
         pthread_cond_init(&ps->cond, &ca);
         pthread_condattr_destroy(&ca);
     }
-    if (pthread_create(&ps->thread, NULL, listener, ps) != 0) {
+    if (with_thread && pthread_create(&ps->thread, NULL, listener, ps) != 0) {
         close(ps->wake[0]);
         close(ps->wake[1]);
         pthread_mutex_destroy(&ps->mu);
@@ -350,8 +360,18 @@ int redlock__pubsub_new(const redlock__node *nodes, size_t n_nodes,
         free(ps);
         return redlock__fail(REDLOCK_ENOMEM, "cannot start the subscriber thread");
     }
+    ps->threaded = with_thread;
     *out = ps;
     return REDLOCK_OK;
+}
+
+void redlock__pubsub_close(redlock__pubsub *ps)
+{
+    pthread_mutex_lock(&ps->mu);
+    ps->closing = 1;
+    wake_waiters(ps);
+    pthread_mutex_unlock(&ps->mu);
+    poke(ps);
 }
 
 void redlock__pubsub_free(redlock__pubsub *ps)
@@ -360,12 +380,9 @@ void redlock__pubsub_free(redlock__pubsub *ps)
 
     if (!ps)
         return;
-    pthread_mutex_lock(&ps->mu);
-    ps->closing = 1;
-    pthread_cond_broadcast(&ps->cond);
-    pthread_mutex_unlock(&ps->mu);
-    poke(ps);
-    pthread_join(ps->thread, NULL);
+    redlock__pubsub_close(ps);
+    if (ps->threaded)
+        pthread_join(ps->thread, NULL);
     while (ps->channels) {
         channel *next = ps->channels->next;
 
@@ -410,7 +427,6 @@ redlock__watch *redlock__pubsub_watch(redlock__pubsub *ps,
                                       int64_t deadline_ns)
 {
     redlock__watch *w = calloc(1, sizeof(*w) + n * sizeof(w->pairs[0]));
-    struct timespec ts;
     size_t i;
 
     if (!w)
@@ -434,9 +450,8 @@ redlock__watch *redlock__pubsub_watch(redlock__pubsub *ps,
     w->n = n;
     w->start_gen = watch_gen(w);
     poke(ps);
-    ts = redlock__timespec(deadline_ns);
     while (!ps->closing && !settled(ps, w) && redlock__now_ns() < deadline_ns)
-        if (pthread_cond_timedwait(&ps->cond, &ps->mu, &ts) == ETIMEDOUT)
+        if (redlock__wait_cond_until(&ps->cond, &ps->mu, deadline_ns, 0) == ETIMEDOUT)
             break;
     pthread_mutex_unlock(&ps->mu);
     return w;
@@ -445,7 +460,6 @@ redlock__watch *redlock__pubsub_watch(redlock__pubsub *ps,
 int redlock__pubsub_wait(redlock__pubsub *ps, redlock__watch *w, uint64_t *seen,
                          int64_t deadline_ns)
 {
-    struct timespec ts;
     int rc = REDLOCK_ETIMEOUT;
     uint64_t kicks;
 
@@ -454,7 +468,6 @@ int redlock__pubsub_wait(redlock__pubsub *ps, redlock__watch *w, uint64_t *seen,
         redlock__wait_until(deadline_ns);
         return REDLOCK_ETIMEOUT;
     }
-    ts = redlock__timespec(deadline_ns);
     pthread_mutex_lock(&ps->mu);
     if (*seen == 0)
         *seen = w->start_gen;
@@ -472,7 +485,7 @@ int redlock__pubsub_wait(redlock__pubsub *ps, redlock__watch *w, uint64_t *seen,
             break;
         }
         if (redlock__now_ns() >= deadline_ns ||
-            pthread_cond_timedwait(&ps->cond, &ps->mu, &ts) == ETIMEDOUT)
+            redlock__wait_cond_until(&ps->cond, &ps->mu, deadline_ns, 1) == ETIMEDOUT)
             break;
     }
     pthread_mutex_unlock(&ps->mu);
@@ -483,7 +496,7 @@ void redlock__pubsub_kick(redlock__pubsub *ps)
 {
     pthread_mutex_lock(&ps->mu);
     ps->kicks++;
-    pthread_cond_broadcast(&ps->cond);
+    wake_waiters(ps);
     pthread_mutex_unlock(&ps->mu);
 }
 

@@ -19,8 +19,14 @@
 typedef struct redlock__pubsub redlock__pubsub;
 typedef struct redlock__watch redlock__watch;
 
+/* with_thread: start the subscriber thread; otherwise the caller runs
+ * redlock__pubsub_run() itself (in a fiber of its event loop). */
 int redlock__pubsub_new(const redlock__node *nodes, size_t n_nodes,
-                        int connect_timeout_ms, redlock__pubsub **out);
+                        int connect_timeout_ms, int with_thread, redlock__pubsub **out);
+/* The subscriber: returns once redlock__pubsub_close() was called. */
+void redlock__pubsub_run(redlock__pubsub *ps);
+/* Tells the subscriber, and every waiter, that the client is closing. */
+void redlock__pubsub_close(redlock__pubsub *ps);
 void redlock__pubsub_free(redlock__pubsub *ps);
 
 /* Watches channels[i] (a lock's release channel) on node nodes[i] for

@@ -120,7 +120,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         nodes[i].uri.port = 1;
         nodes[i].uri.display = display;
     }
-    require(redlock__pubsub_new(nodes, N_NODES, 50, &ps) == REDLOCK_OK, "pubsub_new");
+    require(redlock__pubsub_new(nodes, N_NODES, 50, 1, &ps) == REDLOCK_OK, "pubsub_new");
     /* A deadline of now: register, do not wait for confirmations. */
     fz = redlock__pubsub_watch(ps, fz_names, fz_nodes, 2, redlock__now_ns());
     ab = redlock__pubsub_watch(ps, ab_names, ab_nodes, 1, redlock__now_ns());

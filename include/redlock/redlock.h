@@ -217,8 +217,7 @@ typedef struct redlock_options {
      * Nonzero: a loop-driven client, for programs built around an event
      * loop (see "Event loops" below). It starts no thread of its own: no
      * watchdog thread (renewals run from the loop) and no subscriber thread
-     * (waiters retry after the holder's TTL or the random retry delay, as
-     * with disable_pubsub). Its operations are started with
+     * (it runs on the loop too, unless disable_pubsub). Its operations are started with
      * redlock_acquire_async() and redlock_unlock_async() and make progress
      * only inside redlock_loop_action().
      */
@@ -1080,9 +1079,10 @@ typedef void (*redlock_done_fn)(void *userdata, redlock_lock *lock, int rc,
  * the handle with REDLOCK_ECANCELED (an attempt in flight is finished and
  * undone first, as for the blocking call); redlock_lock_free(lock) does
  * too, and the handle is freed once its last operation has ended.
- * Returns REDLOCK_OK (done will run, never from inside this call), or
+ * A lease too short, like every refusal of the blocking call, comes to
+ * done. Returns REDLOCK_OK (done will run, never from inside this call), or
  * REDLOCK_EINVAL (NULL lock or done, owner 0, not a loop-driven client or
- * not attached, a lease too short), REDLOCK_ECANCELED (the client was
+ * not attached), REDLOCK_ECANCELED (the client was
  * canceled) or REDLOCK_ENOMEM; done is not called then.
  */
 REDLOCK_EXTERN int redlock_acquire_async(redlock_lock *lock, uint64_t owner, int64_t wait_ms,

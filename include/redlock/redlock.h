@@ -1013,6 +1013,10 @@ REDLOCK_EXTERN int redlock_stats_format_prometheus(redlock_client *client, char 
  * +switch-master subscription (one thread per such member). A host name
  * that fails to connect is looked up again on a resolver thread, as for
  * a blocking client; nodes given as addresses never need one.
+ * redlock_client_free() on a loop-driven client first asks socket_fn to
+ * stop watching every fd and cancels the timer; then it ends what is
+ * still in flight itself (acquires are canceled), with poll() and no
+ * further hook call, and runs their done callbacks from inside it.
  * The blocking calls (redlock_acquire_as(), redlock_unlock() ...) still
  * work on a loop-driven client but block the loop's thread while they
  * run: use them only outside the loop (e.g. before it starts).

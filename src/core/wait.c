@@ -38,6 +38,15 @@ static int park(redlock__fiber *f, struct pollfd *pfd, size_t n, int64_t deadlin
     p->deadline_ns = INT64_MAX;
     for (i = 0; i < n; i++)
         ready += pfd[i].revents != 0;
+    /* Woken by the clock: a reply may be waiting in a socket the loop has
+     * not reported yet (it reports one fd at a time, or ran its timers
+     * first after a stall). ppoll() would see it; so must this, or the
+     * reply counts as a timeout. */
+    if (ready == 0 && n > 0 && !p->kicked) {
+        int r = poll(pfd, n, 0);
+
+        ready = r > 0 ? r : 0;
+    }
     return ready;
 }
 

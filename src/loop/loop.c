@@ -538,6 +538,15 @@ static void destroy(void *ud)
     redlock__loop *loop = ud;
     int64_t give_up = redlock__now_ns() + 30000 * REDLOCK__NS_PER_MS;
 
+    size_t fd;
+
+    /* The program's loop stops watching now: its hooks are not called
+     * again, and its watchers must not outlive the fds. */
+    for (fd = 0; fd < loop->fd_cap; fd++)
+        if (loop->fd_owner[fd])
+            loop->socket_fn(loop->userdata, (int)fd, 0);
+    if (loop->timer_at != INT64_MAX)
+        loop->timer_fn(loop->userdata, -1);
     loop->destroying = 1;
     loop->in_action = 1;
     redlock_client_cancel(loop->c);

@@ -43,10 +43,20 @@ struct redlock__loop {
     size_t heap_n, heap_cap;
     redlock__task *done_head;
     freeing *freeing;
-    /* Per fd: what the program's loop was asked to watch, and for whom. */
+    /* Per fd: what the program's loop was asked to watch (REDLOCK_EV_*,
+     * plus STALE_LISTED), and for whom. An fd its task no longer needs
+     * (an idle connection) stays watched: the next operation takes the
+     * same connections, and a libuv or libevent loop pays system calls
+     * for every change. Only if it turns ready while idle (a late reply,
+     * the server closing) does the loop stop watching it. With the
+     * watchdog on a thread of its own, which may close idle connections
+     * where no hook hears of it, idle fds are let go at the end of each
+     * call instead (flush_stale). */
     unsigned char *fd_events;
     redlock__task **fd_owner;
     size_t fd_cap;
+    int *stale;
+    size_t n_stale, stale_cap;
     int in_action;              /* resuming tasks or running callbacks */
     int destroying;             /* redlock_client_free: hooks are off */
     int ticking;                /* a watchdog tick is in flight */
@@ -101,6 +111,54 @@ static int grow_fds(redlock__loop *loop, int fd)
     return 0;
 }
 
+#define EV_MASK (REDLOCK_EV_READ | REDLOCK_EV_WRITE)
+#define STALE_LISTED 0x80
+
+/* fd's task is done with it; the loop stops watching it at the end of
+ * the call unless another task takes it first. */
+static void mark_stale(redlock__loop *loop, int fd)
+{
+    loop->fd_owner[fd] = NULL;
+    if (loop->fd_events[fd] & STALE_LISTED)
+        return;
+    if (loop->n_stale == loop->stale_cap) {
+        size_t cap = loop->stale_cap ? 2 * loop->stale_cap : 64;
+        int *s = realloc(loop->stale, cap * sizeof(*s));
+
+        if (!s) { /* no room to defer: stop watching it now */
+            loop->fd_events[fd] = 0;
+            tell_socket(loop, fd, 0);
+            return;
+        }
+        loop->stale = s;
+        loop->stale_cap = cap;
+    }
+    loop->stale[loop->n_stale++] = fd;
+    loop->fd_events[fd] |= STALE_LISTED;
+}
+
+static void flush_stale(redlock__loop *loop)
+{
+    size_t i;
+
+    if (!loop->c->event_loop_watchdog_thread) {
+        for (i = 0; i < loop->n_stale; i++)
+            loop->fd_events[loop->stale[i]] &= (unsigned char)~STALE_LISTED;
+        loop->n_stale = 0;
+        return;
+    }
+    for (i = 0; i < loop->n_stale; i++) {
+        int fd = loop->stale[i];
+
+        loop->fd_events[fd] &= (unsigned char)~STALE_LISTED;
+        if (!loop->fd_owner[fd] && (loop->fd_events[fd] & EV_MASK)) {
+            loop->fd_events[fd] = 0;
+            tell_socket(loop, fd, 0);
+        }
+    }
+    loop->n_stale = 0;
+}
+
 static int events_of(short poll_events)
 {
     return (poll_events & POLLIN ? REDLOCK_EV_READ : 0) |
@@ -119,11 +177,8 @@ static void update_fds(redlock__loop *loop, redlock__task *t)
 
         for (j = 0; j < n && !kept; j++)
             kept = p->pfd[j].fd == fd;
-        if (!kept && (size_t)fd < loop->fd_cap && loop->fd_owner[fd] == t) {
-            loop->fd_owner[fd] = NULL;
-            loop->fd_events[fd] = 0;
-            tell_socket(loop, fd, 0);
-        }
+        if (!kept && (size_t)fd < loop->fd_cap && loop->fd_owner[fd] == t)
+            mark_stale(loop, fd);
     }
     t->n_regs = 0;
     for (j = 0; j < n && t->n_regs < sizeof(t->regs) / sizeof(t->regs[0]); j++) {
@@ -131,9 +186,9 @@ static void update_fds(redlock__loop *loop, redlock__task *t)
 
         if (fd < 0 || grow_fds(loop, fd) != 0)
             continue; /* out of memory: the task's deadline still ends it */
-        if (loop->fd_owner[fd] != t || loop->fd_events[fd] != ev) {
-            loop->fd_owner[fd] = t;
-            loop->fd_events[fd] = (unsigned char)ev;
+        loop->fd_owner[fd] = t;
+        if ((loop->fd_events[fd] & EV_MASK) != ev) {
+            loop->fd_events[fd] = (unsigned char)((loop->fd_events[fd] & STALE_LISTED) | ev);
             tell_socket(loop, fd, ev);
         }
         t->regs[t->n_regs++] = fd;
@@ -145,9 +200,9 @@ static void on_close(void *ud, int fd)
 {
     redlock__loop *loop = ud;
 
-    if ((size_t)fd < loop->fd_cap && loop->fd_owner[fd]) {
+    if ((size_t)fd < loop->fd_cap && (loop->fd_events[fd] & EV_MASK)) {
         loop->fd_owner[fd] = NULL;
-        loop->fd_events[fd] = 0;
+        loop->fd_events[fd] &= STALE_LISTED;
         tell_socket(loop, fd, 0);
     }
 }
@@ -543,7 +598,7 @@ static void destroy(void *ud)
     /* The program's loop stops watching now: its hooks are not called
      * again, and its watchers must not outlive the fds. */
     for (fd = 0; fd < loop->fd_cap; fd++)
-        if (loop->fd_owner[fd])
+        if (loop->fd_events[fd] & EV_MASK)
             loop->socket_fn(loop->userdata, (int)fd, 0);
     if (loop->timer_at != INT64_MAX)
         loop->timer_fn(loop->userdata, -1);
@@ -593,6 +648,7 @@ static void destroy(void *ud)
     loop->c->loop = (redlock__loop_hooks){0};
     free(loop->fd_events);
     free(loop->fd_owner);
+    free(loop->stale);
     free(loop->heap);
     free(loop);
 }
@@ -666,6 +722,13 @@ int redlock_loop_action(redlock_client *c, int fd, int events)
     loop->in_action = 1;
     if (fd == REDLOCK_EV_TIMEOUT) {
         loop->timer_at = INT64_MAX; /* the timer fired: none is set now */
+    } else if (fd >= 0 && (size_t)fd < loop->fd_cap && !loop->fd_owner[fd] &&
+               (loop->fd_events[fd] & EV_MASK)) {
+        /* An idle connection turned ready: whatever came is read by the
+         * next operation that takes it; until then it is not watched, or
+         * a level-triggered loop would report it again and again. */
+        loop->fd_events[fd] &= STALE_LISTED;
+        tell_socket(loop, fd, 0);
     } else if (fd >= 0 && (size_t)fd < loop->fd_cap && loop->fd_owner[fd]) {
         redlock__task *t = loop->fd_owner[fd];
         redlock__park *p = redlock__fiber_park(t->fiber);
@@ -683,6 +746,7 @@ int redlock_loop_action(redlock_client *c, int fd, int events)
     run_queue(loop);
     deliver(loop);
     run_queue(loop);
+    flush_stale(loop);
     loop->in_action = 0;
     update_timer(loop);
     return REDLOCK_OK;
@@ -744,7 +808,9 @@ int redlock__task_start(redlock_client *c, redlock_lock *l, redlock__task_fn fn,
     if (redlock__wait_parks())
         return REDLOCK_OK;
     run_queue(loop);
-    if (!loop->in_action)
+    if (!loop->in_action) {
+        flush_stale(loop);
         update_timer(loop);
+    }
     return REDLOCK_OK;
 }

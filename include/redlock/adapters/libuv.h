@@ -11,13 +11,15 @@
  *     redlock_libuv_detach(ad);         (right after it)
  *     uv_run(loop, UV_RUN_DEFAULT);     (lets libuv run the close callbacks)
  *
- * Header-only, like hiredis's adapters. Each fd the library asks for gets
- * a uv_poll_t of its own, made when it is first asked for and closed as
- * soon as the library asks for nothing on it (events == 0): the library
- * says so before it closes the fd, and libuv must not keep a handle on a
- * closed fd (a later socket with the same number would be refused, or
- * abort libuv's epoll bookkeeping). One uv_timer_t carries the library's
- * timer.
+ * Header-only, like hiredis's adapters. Each fd number the library asks
+ * for gets a uv_poll_t of its own, made when it is first asked for and
+ * stopped as soon as the library asks for nothing on it (events == 0).
+ * The library says so before it closes the fd, and libuv allows closing
+ * an fd right after uv_poll_stop(). The stopped handle is kept and started
+ * again when the number is asked for again (the library's connections
+ * come and go with every operation: making and closing a handle each time
+ * costs an ioctl and several epoll_ctl calls). One uv_timer_t carries the
+ * library's timer.
  *
  * Ownership: attach allocates the adapter (*out); redlock_libuv_detach()
  * frees it and closes its handles, whose memory libuv gives back in their
@@ -70,17 +72,25 @@ static void redlock_libuv__free_handle(uv_handle_t *h)
     free(h);
 }
 
-static void redlock_libuv__unwatch(redlock_libuv *ad, int fd)
+static void redlock_libuv__close(redlock_libuv *ad, int fd)
 {
     redlock_libuv__watch *w = ad->watches[fd];
 
     if (!w)
         return;
     ad->watches[fd] = NULL;
-    /* uv_close() stops it at once and unregisters the fd from epoll now,
-     * while the fd is still open; a new watch for the same number may be
-     * made before this one's close callback runs. */
+    /* uv_close() stops it at once; its memory goes in the callback. */
     uv_close((uv_handle_t *)&w->poll, redlock_libuv__free_handle);
+}
+
+static void redlock_libuv__unwatch(redlock_libuv *ad, int fd)
+{
+    redlock_libuv__watch *w = ad->watches[fd];
+
+    if (!w)
+        return;
+    w->events = 0;
+    uv_poll_stop(&w->poll);
 }
 
 static void redlock_libuv__poll_cb(uv_poll_t *h, int status, int events)
@@ -103,7 +113,7 @@ static void redlock_libuv__poll_cb(uv_poll_t *h, int status, int events)
      * (it only reports changes), so start it again, or the operation
      * would sit until its deadline. w is still valid even if the call
      * closed it: libuv frees nothing before the close callback. */
-    if (status < 0 && (size_t)fd < ad->cap && ad->watches[fd] == w &&
+    if (status < 0 && (size_t)fd < ad->cap && ad->watches[fd] == w && w->events &&
         !uv_is_active((uv_handle_t *)h))
         uv_poll_start(h, w->events, redlock_libuv__poll_cb);
 }
@@ -152,7 +162,7 @@ static void redlock_libuv__socket(void *ud, int fd, int events)
     w->events = want;
     /* uv_poll_start() on an active handle just changes its events. */
     if (uv_poll_start(&w->poll, want, redlock_libuv__poll_cb) != 0)
-        redlock_libuv__unwatch(ad, fd);
+        redlock_libuv__close(ad, fd);
 }
 
 static void redlock_libuv__timer_cb(uv_timer_t *t)
@@ -230,7 +240,7 @@ static inline void redlock_libuv_detach(redlock_libuv *ad)
     if (!ad)
         return;
     for (fd = 0; fd < ad->cap; fd++)
-        redlock_libuv__unwatch(ad, (int)fd);
+        redlock_libuv__close(ad, (int)fd);
     uv_close((uv_handle_t *)ad->timer, redlock_libuv__free_handle);
     free(ad->watches);
     free(ad);

@@ -147,8 +147,8 @@ static inline int redlock_poll_run_once(redlock_poll_loop *pl, int max_wait_ms)
 
         if (!ev)
             continue;
-        what = (ev & (POLLIN | POLLERR | POLLHUP) ? REDLOCK_EV_READ : 0) |
-               (ev & (POLLOUT | POLLERR | POLLHUP) ? REDLOCK_EV_WRITE : 0);
+        what = (ev & (POLLIN | POLLERR | POLLHUP | POLLNVAL) ? REDLOCK_EV_READ : 0) |
+               (ev & (POLLOUT | POLLERR | POLLHUP | POLLNVAL) ? REDLOCK_EV_WRITE : 0);
         redlock_loop_action(pl->client, ready[i].fd, what);
         reported++;
     }

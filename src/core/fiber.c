@@ -298,6 +298,23 @@ int redlock__fiber_new(redlock__fiber **out, redlock__fiber_fn fn, void *arg)
     return REDLOCK_OK;
 }
 
+int redlock__fiber_reset(redlock__fiber *f, redlock__fiber_fn fn, void *arg)
+{
+#ifdef REDLOCK_FIBER_ASAN
+    /* The last run's frames may have left redzones behind. */
+    __asan_unpoison_memory_region(f->map + page_size(), STACK_BYTES);
+#endif
+    if (context_make(f) != 0)
+        return redlock__fail(REDLOCK_ENOMEM, "cannot make a fiber context");
+    f->fn = fn;
+    f->arg = arg;
+    f->started = 0;
+    f->done = 0;
+    memset(&f->park, 0, sizeof(f->park));
+    f->park.deadline_ns = INT64_MAX;
+    return REDLOCK_OK;
+}
+
 int redlock__fiber_resume(redlock__fiber *f)
 {
     void *save = NULL;

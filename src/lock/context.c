@@ -240,6 +240,11 @@ size_t redlock__report_store_size(void)
     return sizeof(report_store);
 }
 
+void redlock__report_store_clear(void *store)
+{
+    ((report_store *)store)->lock = NULL;
+}
+
 void *redlock__report_swap(void *store)
 {
     void *before = report_of;

@@ -42,6 +42,9 @@ struct redlock__loop {
     redlock__task **heap;
     size_t heap_n, heap_cap;
     redlock__task *done_head;
+    /* Ended tasks kept with their fiber and report, for the next ones. */
+    redlock__task *spare;
+    size_t n_spare;
     freeing *freeing;
     /* Per fd: what the program's loop was asked to watch (REDLOCK_EV_*,
      * plus STALE_LISTED), and for whom. An fd its task no longer needs
@@ -412,11 +415,26 @@ static void unlink_task(redlock__loop *loop, redlock__task *t)
     loop->n_tasks--;
 }
 
-static void task_free(redlock__task *t)
+/* Spare tasks kept: enough for the operations a loop usually has on the
+ * network at once (MAX_ACTIVE). */
+#define SPARE_TASKS 64
+
+static void task_destroy(redlock__task *t)
 {
     redlock__fiber_free(t->fiber);
     free(t->report);
     free(t);
+}
+
+static void task_free(redlock__loop *loop, redlock__task *t)
+{
+    if (loop->n_spare >= SPARE_TASKS || loop->destroying) {
+        task_destroy(t);
+        return;
+    }
+    t->next = loop->spare;
+    loop->spare = t;
+    loop->n_spare++;
 }
 
 /* Frees the locks whose last operation has ended. */
@@ -465,7 +483,7 @@ static void deliver(redlock__loop *loop)
         if (t->done)
             t->done(t->userdata, redlock__loop_freeing(loop, t->lock) ? NULL : t->lock, t->rc,
                     t->rc == REDLOCK_OK ? "" : t->error);
-        task_free(t);
+        task_free(loop, t);
     }
     free_released_locks(loop);
     /* Holds come and go, and background calls are queued, only as
@@ -646,6 +664,12 @@ static void destroy(void *ud)
         free(f);
     }
     loop->c->loop = (redlock__loop_hooks){0};
+    while (loop->spare) {
+        redlock__task *t = loop->spare;
+
+        loop->spare = t->next;
+        task_destroy(t);
+    }
     free(loop->fd_events);
     free(loop->fd_owner);
     free(loop->stale);
@@ -775,17 +799,34 @@ int redlock__task_start(redlock_client *c, redlock_lock *l, redlock__task_fn fn,
                         int64_t lease_ms, redlock_done_fn done, void *userdata)
 {
     redlock__loop *loop = c->loop.loop;
-    redlock__task *t = calloc(1, sizeof(*t));
+    redlock__task *t = loop->spare;
     int rc;
 
-    if (!t || !(t->report = calloc(1, redlock__report_store_size()))) {
-        free(t);
-        return redlock__fail(REDLOCK_ENOMEM, "out of memory");
-    }
-    if ((rc = redlock__fiber_new(&t->fiber, task_main, t)) != REDLOCK_OK) {
-        free(t->report);
-        free(t);
-        return rc;
+    if (t) {
+        redlock__fiber *fiber = t->fiber;
+        void *report = t->report;
+
+        loop->spare = t->next;
+        loop->n_spare--;
+        memset(t, 0, sizeof(*t));
+        t->fiber = fiber;
+        t->report = report;
+        redlock__report_store_clear(report);
+        if ((rc = redlock__fiber_reset(fiber, task_main, t)) != REDLOCK_OK) {
+            task_destroy(t);
+            return rc;
+        }
+    } else {
+        t = calloc(1, sizeof(*t));
+        if (!t || !(t->report = calloc(1, redlock__report_store_size()))) {
+            free(t);
+            return redlock__fail(REDLOCK_ENOMEM, "out of memory");
+        }
+        if ((rc = redlock__fiber_new(&t->fiber, task_main, t)) != REDLOCK_OK) {
+            free(t->report);
+            free(t);
+            return rc;
+        }
     }
     t->loop = loop;
     t->fn = fn;

@@ -362,8 +362,9 @@ START_TEST(test_loss_through_the_loop)
 }
 END_TEST
 
-/* 6. Cancel: while waiting for a holder, in the middle of an attempt to a
- *    frozen majority, and after the end (no effect). */
+/* 6. Cancel: before the loop ever turned, while waiting for a holder, in
+ *    the middle of an attempt to a frozen majority, and after the end (no
+ *    effect). */
 START_TEST(test_cancel_in_every_state)
 {
     result h, w, f, u;
@@ -381,6 +382,12 @@ START_TEST(test_cancel_in_every_state)
     start_acquire(holder, 1, 0, 30000, &h);
     ck_assert(run_until(&h.done, 5000));
     ck_assert_int_eq(h.rc, REDLOCK_OK);
+    /* Started, its first attempt on the wire, the loop not turned yet. */
+    start_acquire(waiter, 2, 20000, 30000, &w);
+    redlock_acquire_cancel(waiter);
+    ck_assert(run_until(&w.done, 2000));
+    ck_assert_int_eq(w.rc, REDLOCK_ECANCELED);
+    ck_assert(!w.called_in_start);
     /* Waiting: ends at once. */
     start_acquire(waiter, 2, 20000, 30000, &w);
     run_until(&w.done, 200);

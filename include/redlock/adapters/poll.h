@@ -35,6 +35,8 @@ typedef struct redlock_poll_loop {
     size_t n, cap;
     size_t *pos;         /* per fd number: its index in fds + 1, 0: none */
     size_t pos_cap;
+    struct pollfd *ready; /* what one round reports (a report may change fds) */
+    size_t ready_cap;
     int64_t timer_ns;    /* CLOCK_MONOTONIC; -1: no timer */
 } redlock_poll_loop;
 
@@ -134,11 +136,16 @@ static inline int redlock_poll_run_once(redlock_poll_loop *pl, int max_wait_ms)
         return -1;
     /* A report may change the set: work from a copy. */
     n = pl->n;
-    ready = n ? (struct pollfd *)malloc(n * sizeof(*ready)) : NULL;
-    if (n && !ready) {
-        errno = ENOMEM;
-        return -1;
+    if (n > pl->ready_cap) {
+        ready = (struct pollfd *)realloc(pl->ready, n * sizeof(*ready));
+        if (!ready) {
+            errno = ENOMEM;
+            return -1;
+        }
+        pl->ready = ready;
+        pl->ready_cap = n;
     }
+    ready = pl->ready;
     if (n)
         memcpy(ready, pl->fds, n * sizeof(*ready));
     for (i = 0; r > 0 && i < n; i++) {
@@ -152,7 +159,6 @@ static inline int redlock_poll_run_once(redlock_poll_loop *pl, int max_wait_ms)
         redlock_loop_action(pl->client, ready[i].fd, what);
         reported++;
     }
-    free(ready);
     if (pl->timer_ns >= 0 && redlock_poll__now() >= pl->timer_ns) {
         pl->timer_ns = -1;
         redlock_loop_action(pl->client, REDLOCK_EV_TIMEOUT, 0);
@@ -165,6 +171,7 @@ static inline void redlock_poll_free(redlock_poll_loop *pl)
 {
     free(pl->fds);
     free(pl->pos);
+    free(pl->ready);
     memset(pl, 0, sizeof(*pl));
 }
 

@@ -1017,9 +1017,16 @@ REDLOCK_EXTERN int redlock_stats_format_prometheus(redlock_client *client, char 
  * stop watching every fd and cancels the timer; then it ends what is
  * still in flight itself (acquires are canceled), with poll() and no
  * further hook call, and runs their done callbacks from inside it.
- * The blocking calls (redlock_acquire_as(), redlock_unlock() ...) still
- * work on a loop-driven client but block the loop's thread while they
- * run: use them only outside the loop (e.g. before it starts).
+ * The blocking acquires and unlocks (redlock_acquire_as(), redlock_unlock()
+ * and their wrappers, semaphore permits) still work on a loop-driven client
+ * and return only when done, as always: called on the loop's thread
+ * outside a callback's fiber, each drives the client itself (poll() on its
+ * fds) until it is done, so the operations in flight and the renewals go
+ * on meanwhile, and their done callbacks may run inside it; the program's
+ * loop is not asked anything during the call. Called from on_lost (which
+ * runs in the watchdog's fiber), they park that fiber instead. The
+ * inspection calls (redlock_lock_inspect() ...) block the thread for up to
+ * their node timeout and do not drive the loop.
  */
 
 #define REDLOCK_EV_READ 1

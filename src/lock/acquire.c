@@ -10,6 +10,7 @@
 
 #include "core/error.h"
 #include "core/util.h"
+#include "core/wait.h"
 #include "lock/context.h"
 #include "lock/decide.h"
 #include "lock/fair.h"
@@ -411,6 +412,11 @@ int redlock_acquire_as(redlock_lock *l, uint64_t owner, int64_t wait_ms, int64_t
         return redlock__fail(REDLOCK_EINVAL, "lock is NULL");
     if (owner == 0)
         return redlock__fail(REDLOCK_EINVAL, "owner id 0 is reserved");
+    /* On a loop-driven client's thread, outside its fibers: the loop is
+     * driven until this call is done (a renewal parked in it may be what
+     * the call waits for). */
+    if (l->client->loop.run_sync && !redlock__wait_parks())
+        return l->client->loop.run_sync(l->client->loop.loop, l, 0, owner, wait_ms, lease_ms);
     memset(&a, 0, sizeof(a));
     a.l = l;
     a.c = l->client;

@@ -41,6 +41,11 @@ typedef struct redlock__loop_hooks {
     int (*lock_freeing)(void *loop, struct redlock_lock *l);
     /* redlock_client_free(): ends what is in flight, frees the loop. */
     void (*destroy)(void *loop);
+    /* A blocking acquire (unlock == 0) or unlock from the loop's thread,
+     * outside any fiber: run as a task, the loop driven until it ends, so
+     * it cannot wait for a renewal parked in the loop. */
+    int (*run_sync)(void *loop, struct redlock_lock *l, int unlock, uint64_t owner,
+                    int64_t wait_ms, int64_t lease_ms);
 } redlock__loop_hooks;
 
 typedef struct redlock__watchdog {

@@ -9,6 +9,7 @@
 
 #include "core/error.h"
 #include "core/util.h"
+#include "core/wait.h"
 #include "lock/context.h"
 #include "lock/decide.h"
 #include "lock/facts.h"
@@ -338,6 +339,9 @@ int redlock_unlock_as(redlock_lock *l, uint64_t owner)
 
     if (!l)
         return redlock__fail(REDLOCK_EINVAL, "lock is NULL");
+    /* See redlock_acquire_as(). */
+    if (l->client->loop.run_sync && !redlock__wait_parks())
+        return l->client->loop.run_sync(l->client->loop.loop, l, 1, owner, 0, 0);
     memset(&tally, 0, sizeof(tally));
     memset(&s, 0, sizeof(s));
     pthread_mutex_lock(&l->mu);

@@ -478,6 +478,9 @@ static void deliver(redlock__loop *loop)
         loop->done_head = t->done_next;
         any = 1;
         unlink_task(loop, t);
+        /* A blocking call's task: the call reads and frees it. */
+        if (t->sync)
+            continue;
         if (t->fn == tick_fn)
             loop->ticking = 0;
         if (t->done)
@@ -603,6 +606,60 @@ static int lock_freeing(void *ud, redlock_lock *l)
     return 1;
 }
 
+/* One turn of the library's own loop, for when the program's cannot run
+ * (a blocking call, the client being freed): poll() on every fd a task
+ * parked on, until the next deadline or give_up, then what is due. */
+static void drive_round(redlock__loop *loop, int64_t give_up)
+{
+    struct pollfd pfd[256];
+    redlock__task *who[256];
+    size_t n = 0, i, k;
+    int64_t next = next_deadline(loop);
+
+    for (i = 0; i < loop->fd_cap && n < 256; i++)
+        if (loop->fd_owner[i]) {
+            pfd[n].fd = (int)i;
+            pfd[n].events = (short)((loop->fd_events[i] & REDLOCK_EV_READ ? POLLIN : 0) |
+                                    (loop->fd_events[i] & REDLOCK_EV_WRITE ? POLLOUT : 0));
+            pfd[n].revents = 0;
+            who[n++] = loop->fd_owner[i];
+        }
+    if (redlock__wait_poll(pfd, n, next < give_up ? next : give_up) > 0)
+        for (i = 0; i < n; i++) {
+            redlock__park *p = redlock__fiber_park(who[i]->fiber);
+
+            for (k = 0; pfd[i].revents && k < p->n; k++)
+                if (p->pfd[k].fd == pfd[i].fd) {
+                    p->pfd[k].revents = pfd[i].revents;
+                    make_runnable(loop, who[i]);
+                }
+        }
+    wake_due(loop, redlock__now_ns());
+}
+
+int redlock__loop_run(redlock__loop *loop, redlock__task *t)
+{
+    int was = loop->in_action, rc;
+
+    loop->in_action = 1;
+    for (;;) {
+        run_queue(loop);
+        deliver(loop);
+        if (t->finished)
+            break;
+        drive_round(loop, INT64_MAX);
+    }
+    flush_stale(loop);
+    loop->in_action = was;
+    if (!was)
+        update_timer(loop);
+    rc = t->rc;
+    if (rc != REDLOCK_OK)
+        redlock__fail(rc, "%s", t->error);
+    task_free(loop, t);
+    return rc;
+}
+
 /* redlock_client_free(): what is in flight ends (canceled acquires end
  * within about a node timeout, unlocks and ticks within theirs), driven
  * by poll() here, the program's loop no longer being asked anything. */
@@ -626,35 +683,11 @@ static void destroy(void *ud)
     if (loop->c->net.pubsub)
         redlock__pubsub_close(loop->c->net.pubsub);
     while (loop->tasks && redlock__now_ns() < give_up) {
-        struct pollfd pfd[256];
-        redlock__task *who[256];
-        size_t n = 0, i, k;
-        int64_t next;
-
         run_queue(loop);
         deliver(loop);
         if (!loop->tasks)
             break;
-        for (i = 0; i < loop->fd_cap && n < 256; i++)
-            if (loop->fd_owner[i]) {
-                pfd[n].fd = (int)i;
-                pfd[n].events = (short)((loop->fd_events[i] & REDLOCK_EV_READ ? POLLIN : 0) |
-                                        (loop->fd_events[i] & REDLOCK_EV_WRITE ? POLLOUT : 0));
-                pfd[n].revents = 0;
-                who[n++] = loop->fd_owner[i];
-            }
-        next = next_deadline(loop);
-        if (redlock__wait_poll(pfd, n, next < give_up ? next : give_up) > 0)
-            for (i = 0; i < n; i++) {
-                redlock__park *p = redlock__fiber_park(who[i]->fiber);
-
-                for (k = 0; pfd[i].revents && k < p->n; k++)
-                    if (p->pfd[k].fd == pfd[i].fd) {
-                        p->pfd[k].revents = pfd[i].revents;
-                        make_runnable(loop, who[i]);
-                    }
-            }
-        wake_due(loop, redlock__now_ns());
+        drive_round(loop, give_up);
     }
     /* Past the bound (a bug): the rest leak rather than free live stacks. */
     while (loop->freeing) {
@@ -725,6 +758,7 @@ int redlock_loop_attach(redlock_client *c, redlock_socket_fn socket_fn,
     c->loop.kick = kick;
     c->loop.lock_freeing = lock_freeing;
     c->loop.destroy = destroy;
+    c->loop.run_sync = redlock__loop_run_sync;
     /* Release messages: the subscriber runs as a task of its own. */
     if (c->net.pubsub && redlock__task_start(c, NULL, subscriber_fn, NULL, 0, 0, 0, NULL, NULL) !=
                              REDLOCK_OK) {
@@ -798,6 +832,15 @@ int redlock__task_start(redlock_client *c, redlock_lock *l, redlock__task_fn fn,
                         redlock__task_fn undo, uint64_t owner, int64_t wait_ms,
                         int64_t lease_ms, redlock_done_fn done, void *userdata)
 {
+    return redlock__task_start_ex(c, l, fn, undo, owner, wait_ms, lease_ms, done, userdata,
+                                  NULL);
+}
+
+int redlock__task_start_ex(redlock_client *c, redlock_lock *l, redlock__task_fn fn,
+                           redlock__task_fn undo, uint64_t owner, int64_t wait_ms,
+                           int64_t lease_ms, redlock_done_fn done, void *userdata,
+                           redlock__task **sync)
+{
     redlock__loop *loop = c->loop.loop;
     redlock__task *t = loop->spare;
     int rc;
@@ -837,6 +880,10 @@ int redlock__task_start(redlock_client *c, redlock_lock *l, redlock__task_fn fn,
     t->lease_ms = lease_ms;
     t->done = done;
     t->userdata = userdata;
+    if (sync) {
+        t->sync = 1;
+        *sync = t;
+    }
     t->next = loop->tasks;
     if (loop->tasks)
         loop->tasks->prev = t;

@@ -34,6 +34,7 @@ struct redlock__task {
     redlock_done_fn done;
     void *userdata;
     int queued, finished, rc;
+    int sync;                   /* a blocking call's: it reads and frees it */
     int active;                 /* inside a step: counts against the cap */
     int admitting;              /* waits for room under the cap */
     redlock__task *admit_next;
@@ -55,6 +56,22 @@ struct redlock__task {
 int redlock__task_start(redlock_client *c, redlock_lock *l, redlock__task_fn fn,
                         redlock__task_fn undo, uint64_t owner, int64_t wait_ms,
                         int64_t lease_ms, redlock_done_fn done, void *userdata);
+
+/* The same; with sync, *sync gets the task, which a blocking call then
+ * drives to its end with redlock__loop_run(). */
+int redlock__task_start_ex(redlock_client *c, redlock_lock *l, redlock__task_fn fn,
+                           redlock__task_fn undo, uint64_t owner, int64_t wait_ms,
+                           int64_t lease_ms, redlock_done_fn done, void *userdata,
+                           redlock__task **sync);
+
+/* Runs the loop itself (poll()) until the sync task t has ended; every
+ * other operation makes progress meanwhile. Returns t's answer (its
+ * message in the last error) and frees t. */
+int redlock__loop_run(redlock__loop *loop, redlock__task *t);
+
+/* The run_sync hook (lock/internal.h), in ops.c. */
+int redlock__loop_run_sync(void *loop, redlock_lock *l, int unlock, uint64_t owner,
+                           int64_t wait_ms, int64_t lease_ms);
 
 /* Whether redlock_lock_free(l) was called while l's operations were in
  * flight. */

@@ -24,6 +24,18 @@ static int unlock_fn(redlock__task *t)
     return redlock_unlock_as(t->lock, t->owner);
 }
 
+int redlock__loop_run_sync(void *ud, redlock_lock *l, int unlock, uint64_t owner,
+                           int64_t wait_ms, int64_t lease_ms)
+{
+    redlock__task *t = NULL;
+    int rc = redlock__task_start_ex(l->client, l, unlock ? unlock_fn : acquire_fn, NULL, owner,
+                                    wait_ms, lease_ms, NULL, NULL, &t);
+
+    if (rc != REDLOCK_OK)
+        return rc;
+    return redlock__loop_run(ud, t);
+}
+
 static int check(redlock_lock *l, uint64_t owner, redlock_done_fn done)
 {
     if (!l || !done)

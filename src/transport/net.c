@@ -363,7 +363,15 @@ int redlock__net_init(redlock__net *net, const redlock__node *nodes, size_t n_no
     if (!net->node_failures)
         return REDLOCK_ENOMEM;
     pthread_mutex_init(&net->mu, NULL);
-    pthread_cond_init(&net->drained, NULL);
+    {
+        pthread_condattr_t ca;
+
+        /* Waits on it have CLOCK_MONOTONIC deadlines (checkout). */
+        pthread_condattr_init(&ca);
+        pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+        pthread_cond_init(&net->drained, &ca);
+        pthread_condattr_destroy(&ca);
+    }
     /* Sentinel nodes learn their master here, the one transport call made
      * with every node at client creation, before any connection opens. */
     for (i = 0; i < n_nodes; i++)
@@ -391,6 +399,10 @@ void redlock__net_destroy(redlock__net *net)
     memset(net, 0, sizeof(*net));
 }
 
+/* Rounds of at most this long, between which the idle sets go back to
+ * the pool: a fan-out waits for them at most that long. */
+#define DRAIN_ROUND_NS (10 * REDLOCK__NS_PER_MS)
+
 /* Each calling thread borrows a whole set for one fan-out, so connections
  * are never shared and no lock is held while waiting on the network. */
 static redlock__connset *checkout(redlock__net *net)
@@ -398,10 +410,15 @@ static redlock__connset *checkout(redlock__net *net)
     redlock__connset *s;
     size_t i;
 
+    int64_t give_up = redlock__now_ns() + 5 * DRAIN_ROUND_NS;
+
     pthread_mutex_lock(&net->mu);
-    /* A drain round holds the idle sets for a few milliseconds at most. */
-    while (!net->free_sets && net->draining)
-        redlock__wait_cond(&net->drained, &net->mu);
+    /* A drain round holds the idle sets for a few milliseconds at most.
+     * Not much longer, though: on a loop-driven client's thread the round
+     * may be parked in a watchdog fiber that only this thread can resume,
+     * and a new set is then the way out. */
+    while (!net->free_sets && net->draining && redlock__now_ns() < give_up)
+        redlock__wait_cond_until(&net->drained, &net->mu, give_up, 0);
     s = net->free_sets;
     if (s)
         net->free_sets = s->next;
@@ -495,9 +512,6 @@ static void drain_conn(redlock__conn *c)
     }
 }
 
-/* Rounds of at most this long, between which the idle sets go back to
- * the pool: a fan-out waits for them at most that long. */
-#define DRAIN_ROUND_NS (10 * REDLOCK__NS_PER_MS)
 
 /* One round over the idle sets: returns the ledger entries left, or
  * SIZE_MAX when another drain is under way. */
@@ -545,6 +559,7 @@ static size_t drain_round(redlock__net *net, int64_t until_ns)
     }
     net->draining = 0;
     pthread_cond_broadcast(&net->drained);
+    redlock__wait_notify(&net->drained);
     pthread_mutex_unlock(&net->mu);
     return left;
 }

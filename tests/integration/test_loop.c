@@ -458,6 +458,42 @@ START_TEST(test_free_while_pending)
 }
 END_TEST
 
+/* 8. A blocking call on the loop's thread while a watchdog renewal is
+ *    parked in the loop (waiting for a frozen member) and pins the lock:
+ *    the call drives the loop itself until it is done, instead of waiting
+ *    for a renewal only the loop can finish. */
+START_TEST(test_blocking_call_meets_a_parked_renewal)
+{
+    result r;
+    redlock_lock *l;
+    char name[64];
+    int never = 0, rc;
+    int64_t t0;
+
+    loop_client(500, 1500);
+    rig_unique_name(name, sizeof(name), "loop", "blocking");
+    l = new_lock(name);
+    start_acquire(l, 1, 0, 0, &r);
+    ck_assert(run_until(&r.done, 5000));
+    ck_assert_msg(r.rc == REDLOCK_OK, "%s", r.msg);
+    ck_assert_int_eq(rig_node("freeze", 4), 0);
+    /* The renewal is due at lease / 3 (500 ms) and then waits up to the
+     * node timeout (500 ms) for the frozen member: stop in between. */
+    run_until(&never, 750);
+    t0 = rig_now_ms();
+    rc = redlock_unlock_as(l, 1);
+    ck_assert_msg(rc == REDLOCK_OK, "%s", redlock_last_error());
+    ck_assert_int_lt(rig_now_ms() - t0, 3000);
+    ck_assert_int_eq(rig_node("thaw", 4), 0);
+    /* A blocking acquire works the same way. */
+    ck_assert_int_eq(redlock_acquire_as(l, 2, 0, 10000), REDLOCK_OK);
+    ck_assert_int_eq(redlock_unlock_as(l, 2), REDLOCK_OK);
+    redlock_lock_free(l);
+    redlock_client_free(L.c);
+    ck_assert_int_eq(nodes_with(name), 0);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("loop");
@@ -471,6 +507,7 @@ int main(void)
     RIG_ADD_CASE(s, test_loss_through_the_loop, 30);
     RIG_ADD_CASE(s, test_cancel_in_every_state, 30);
     RIG_ADD_CASE(s, test_free_while_pending, 30);
+    RIG_ADD_CASE(s, test_blocking_call_meets_a_parked_renewal, 30);
     sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);
     failed = srunner_ntests_failed(sr);

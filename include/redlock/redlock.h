@@ -1001,14 +1001,19 @@ REDLOCK_EXTERN int redlock_stats_format_prometheus(redlock_client *client, char 
  * address space, of which only the pages it touches are committed (a few
  * KiB).
  *
- * Threads: a loop-driven client belongs to the thread that runs its loop.
- * Every call on it, its locks and this section's functions must come from
- * that thread (redlock_client_stats() and the other read-only calls
- * marked thread-safe excepted). Callbacks (socket_fn, timer_fn, done,
- * on_lost, log_fn) run on that thread, inside redlock_loop_action() or
- * inside the call that started an operation; they may start and cancel
- * operations and free locks, but must not call redlock_loop_action() or
- * redlock_client_free(). The client starts no thread, with two
+ * Threads: a loop-driven client belongs to the thread that attached it
+ * (the loop's). Every call on it, its locks and this section's functions
+ * must come from that thread, except redlock_client_cancel() and
+ * redlock_acquire_cancel(), which any thread may call (they wake the loop
+ * through an eventfd it watches), and redlock_client_stats() and the other
+ * read-only calls marked thread-safe. Callbacks run on the loop's thread:
+ * socket_fn and timer_fn inside any call of this section, and they must not
+ * call the library; done, on_lost and log_fn inside redlock_loop_action()
+ * (or a blocking call, see below), and they may start and cancel
+ * operations and free locks, but not call redlock_loop_action() or
+ * redlock_client_free() (which logs an error and does nothing then). With
+ * event_loop_watchdog_thread, on_lost runs on the watchdog's thread and may
+ * only cancel. The client starts no thread, with two
  * exceptions: options.event_loop_watchdog_thread, and a Sentinel member's
  * +switch-master subscription (one thread per such member). A host name
  * that fails to connect is looked up again on a resolver thread, as for
@@ -1016,14 +1021,18 @@ REDLOCK_EXTERN int redlock_stats_format_prometheus(redlock_client *client, char 
  * redlock_client_free() on a loop-driven client first asks socket_fn to
  * stop watching every fd and cancels the timer; then it ends what is
  * still in flight itself (acquires are canceled), with poll() and no
- * further hook call, and runs their done callbacks from inside it.
+ * further hook call, and runs their done callbacks from inside it. Every
+ * operation ends within its own bounds (a node timeout or so); after 30 s
+ * (a bug) what is left is abandoned without its callback.
  * The blocking acquires and unlocks (redlock_acquire_as(), redlock_unlock()
  * and their wrappers, semaphore permits) still work on a loop-driven client
  * and return only when done, as always: called on the loop's thread
  * outside a callback's fiber, each drives the client itself (poll() on its
  * fds) until it is done, so the operations in flight and the renewals go
- * on meanwhile, and their done callbacks may run inside it; the program's
- * loop is not asked anything during the call. Called from on_lost (which
+ * on meanwhile, and their done callbacks may run inside it (socket_fn and
+ * timer_fn may be called too). On a client not attached yet, a watchdog
+ * lease is refused (REDLOCK_EINVAL): nothing would renew it. Called from
+ * on_lost (which
  * runs in the watchdog's fiber), they park that fiber instead. The
  * inspection calls (redlock_lock_inspect() ...) block the thread for up to
  * their node timeout and do not drive the loop.

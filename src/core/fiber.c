@@ -118,6 +118,7 @@ struct redlock__fiber {
 static _Thread_local redlock__fiber *current;
 static _Thread_local char *kept[STACKS_KEPT];
 static _Thread_local size_t n_kept;
+static _Thread_local size_t n_live; /* fibers of this thread not freed */
 
 static size_t page_size(void)
 {
@@ -215,24 +216,25 @@ static void leave_end(redlock__fiber *f, int first)
 
 static _Thread_local redlock__fiber *starting;
 
+static void context_switch(context *save, context *load);
+
+/* A fiber's whole life: each run of fn, then back to the resumer, where
+ * redlock__fiber_reset() may set the next fn. It never returns: a fiber
+ * reused from the start would leave a frame behind per run (TSan counts
+ * them in a stack of fixed size). */
 static void entry(void)
 {
     redlock__fiber *f = starting;
 
     leave_end(f, 1);
-    f->fn(f->arg);
-    f->done = 1;
-    current = NULL;
-    leave_begin(f, 1);
-#if defined(__x86_64__)
-    {
-        void *dead;
-
-        redlock__ctx_switch(&dead, f->caller.sp);
+    for (;;) {
+        f->fn(f->arg);
+        f->done = 1;
+        current = NULL;
+        leave_begin(f, 0);
+        context_switch(&f->ctx, &f->caller);
+        leave_end(f, 0);
     }
-#else
-    setcontext(&f->caller);
-#endif
 }
 
 /* The new fiber's first switch lands in entry() with a stack aligned as
@@ -294,21 +296,17 @@ int redlock__fiber_new(redlock__fiber **out, redlock__fiber_fn fn, void *arg)
 #ifdef REDLOCK_FIBER_TSAN
     f->tsan = __tsan_create_fiber(0);
 #endif
+    n_live++;
     *out = f;
     return REDLOCK_OK;
 }
 
 int redlock__fiber_reset(redlock__fiber *f, redlock__fiber_fn fn, void *arg)
 {
-#ifdef REDLOCK_FIBER_ASAN
-    /* The last run's frames may have left redzones behind. */
-    __asan_unpoison_memory_region(f->map + page_size(), STACK_BYTES);
-#endif
-    if (context_make(f) != 0)
-        return redlock__fail(REDLOCK_ENOMEM, "cannot make a fiber context");
+    /* A fiber that never ran starts in entry() anyway; one that ran waits
+     * in entry()'s loop for its next fn. */
     f->fn = fn;
     f->arg = arg;
-    f->started = 0;
     f->done = 0;
     memset(&f->park, 0, sizeof(f->park));
     f->park.deadline_ns = INT64_MAX;
@@ -365,4 +363,9 @@ void redlock__fiber_free(redlock__fiber *f)
 #endif
     stack_put(f->map, f->map_len);
     free(f);
+    /* The thread's last fiber gone (its loop freed): the kept stacks go
+     * too, or a thread that ran a loop once would keep them to its end. */
+    if (--n_live == 0)
+        while (n_kept > 0)
+            munmap(kept[--n_kept], STACK_BYTES + page_size());
 }

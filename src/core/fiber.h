@@ -35,9 +35,9 @@ typedef void (*redlock__fiber_fn)(void *arg);
  * REDLOCK_ENOMEM. */
 int redlock__fiber_new(redlock__fiber **out, redlock__fiber_fn fn, void *arg);
 
-/* Makes a fiber whose fn has returned (or that never ran) run fn(arg)
- * from the start, on the same stack: a loop reuses fibers rather than
- * allocate one per operation. REDLOCK_OK, or REDLOCK_ENOMEM. */
+/* Makes a fiber whose fn has returned (or that never ran) run fn(arg) at
+ * its next resume, on the same stack: a loop reuses fibers rather than
+ * allocate one per operation. REDLOCK_OK. */
 int redlock__fiber_reset(redlock__fiber *f, redlock__fiber_fn fn, void *arg);
 
 /* Runs f until it parks or fn returns; returns 1 once fn has returned. */

@@ -417,6 +417,12 @@ int redlock_acquire_as(redlock_lock *l, uint64_t owner, int64_t wait_ms, int64_t
      * the call waits for). */
     if (l->client->loop.run_sync && !redlock__wait_parks())
         return l->client->loop.run_sync(l->client->loop.loop, l, 0, owner, wait_ms, lease_ms);
+    /* Nothing would renew a watchdog lease: no thread, no loop yet. */
+    if (l->client->event_loop && !l->client->loop.loop && lease_ms <= 0 &&
+        !l->client->event_loop_watchdog_thread)
+        return redlock__fail(REDLOCK_EINVAL, "lock '%s': a watchdog lease on a loop-driven client "
+                             "needs the loop (redlock_loop_attach) first",
+                             l->members[0].name);
     memset(&a, 0, sizeof(a));
     a.l = l;
     a.c = l->client;

@@ -306,6 +306,15 @@ void redlock_client_free(redlock_client *c)
 {
     if (!c)
         return;
+    /* From a callback of the loop (a done, an on_lost), the loop and the
+     * fiber that called are still in use: refused, loudly, rather than
+     * freed under them. */
+    if (c->loop.busy && c->loop.busy(c->loop.loop)) {
+        redlock__log(c, REDLOCK_LOG_ERROR,
+                     "redlock_client_free() called from a callback of the client's loop: "
+                     "ignored (the client leaks)");
+        return;
+    }
     /* Operations still in flight on the loop end first: they use the
      * watchdog and the connections. */
     if (c->loop.destroy)

@@ -240,6 +240,14 @@ size_t redlock__report_store_size(void)
     return sizeof(report_store);
 }
 
+void redlock__report_adopt(const void *store)
+{
+    if (report_of)
+        *report_of = *(const report_store *)store;
+    else
+        own_report = *(const report_store *)store;
+}
+
 void redlock__report_store_clear(void *store)
 {
     ((report_store *)store)->lock = NULL;

@@ -43,6 +43,8 @@ redlock_member_report *redlock__report_begin(redlock_lock *l);
  * zeroed bytes, used by this thread from now on (NULL: the thread's own);
  * returns what was used before. */
 size_t redlock__report_store_size(void);
+/* Copies a fiber's report into what this thread uses now. */
+void redlock__report_adopt(const void *store);
 /* Makes a store fit for a new fiber (it reports on no lock yet). */
 void redlock__report_store_clear(void *store);
 void *redlock__report_swap(void *store);

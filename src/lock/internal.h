@@ -46,6 +46,9 @@ typedef struct redlock__loop_hooks {
      * it cannot wait for a renewal parked in the loop. */
     int (*run_sync)(void *loop, struct redlock_lock *l, int unlock, uint64_t owner,
                     int64_t wait_ms, int64_t lease_ms);
+    /* Nonzero while the loop runs operations or callbacks (the client
+     * must not be freed from there). */
+    int (*busy)(void *loop);
 } redlock__loop_hooks;
 
 typedef struct redlock__watchdog {

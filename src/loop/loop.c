@@ -8,10 +8,14 @@
 #define _GNU_SOURCE
 #include "loop/loop.h"
 
+#include <errno.h>
 #include <poll.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
 
 #include "core/util.h"
 #include "core/wait.h"
@@ -65,6 +69,8 @@ struct redlock__loop {
     int ticking;                /* a watchdog tick is in flight */
     int64_t wd_due;             /* the next tick, as of the last change */
     int64_t timer_at;           /* the timer asked for; INT64_MAX: none */
+    pthread_t thread;           /* the loop's (the one that attached) */
+    int wake_fd;                /* eventfd: a cancel from another thread */
 };
 
 /*
@@ -286,7 +292,9 @@ static void heap_add(redlock__loop *loop, redlock__task *t)
 
 static void make_runnable(redlock__loop *loop, redlock__task *t)
 {
-    if (t->queued || t->finished || t->admitting)
+    /* The running task itself (it canceled or freed its own lock, from a
+     * log callback say) needs no queueing: it runs. */
+    if (t->queued || t->finished || t->admitting || redlock__fiber_current() == t->fiber)
         return;
     t->queued = 1;
     t->run_next = NULL;
@@ -396,7 +404,7 @@ static void run_queue(redlock__loop *loop)
         if (!loop->run_head)
             loop->run_tail = NULL;
         t->queued = 0;
-        if (!admit(loop, t))
+        if (t->finished || !admit(loop, t))
             continue;
         resume(loop, t);
         if (t->finished || redlock__fiber_park(t->fiber)->idle)
@@ -445,7 +453,8 @@ static void free_released_locks(redlock__loop *loop)
     while (*pp) {
         freeing *f = *pp;
 
-        if (task_freed(loop, f->lock) || pinned(f->lock)) {
+        if (task_freed(loop, f->lock) ||
+            (pinned(f->lock) && !loop->c->event_loop_watchdog_thread)) {
             pp = &f->next;
             continue;
         }
@@ -483,9 +492,14 @@ static void deliver(redlock__loop *loop)
             continue;
         if (t->fn == tick_fn)
             loop->ticking = 0;
-        if (t->done)
+        if (t->done) {
+            /* Inside done, redlock_lock_report() tells of this operation. */
+            void *report = redlock__report_swap(t->report);
+
             t->done(t->userdata, redlock__loop_freeing(loop, t->lock) ? NULL : t->lock, t->rc,
                     t->rc == REDLOCK_OK ? "" : t->error);
+            redlock__report_swap(report);
+        }
         task_free(loop, t);
     }
     free_released_locks(loop);
@@ -497,6 +511,17 @@ static void deliver(redlock__loop *loop)
 
 
 /* Resumes what the clock woke, and starts a tick if one is due. */
+/* The next tick on this clock: wd_due is on the transport's, which a
+ * test's fake transport runs virtually. */
+static int64_t tick_due(const redlock__loop *loop, int64_t now)
+{
+    const redlock__transport *tp = &loop->c->tp;
+
+    if (loop->wd_due == INT64_MAX)
+        return INT64_MAX;
+    return now + (loop->wd_due - tp->ops->now_ns(tp->ctx));
+}
+
 static void wake_due(redlock__loop *loop, int64_t now)
 {
     redlock_client *c = loop->c;
@@ -507,7 +532,7 @@ static void wake_due(redlock__loop *loop, int64_t now)
         make_runnable(loop, t);
     }
     if (!loop->ticking && !c->event_loop_watchdog_thread && !loop->destroying &&
-        loop->wd_due <= now) {
+        tick_due(loop, now) <= now) {
         loop->ticking = 1;
         if (redlock__task_start(c, NULL, tick_fn, NULL, 0, 0, 0, NULL, NULL) != REDLOCK_OK)
             loop->ticking = 0;
@@ -520,8 +545,12 @@ static int64_t next_deadline(redlock__loop *loop)
 
     if (loop->run_head || loop->done_head)
         return 0;
-    if (!loop->ticking && !loop->c->event_loop_watchdog_thread && loop->wd_due < next)
-        next = loop->wd_due;
+    if (!loop->ticking && !loop->c->event_loop_watchdog_thread) {
+        int64_t due = tick_due(loop, redlock__now_ns());
+
+        if (due < next)
+            next = due;
+    }
     return next;
 }
 
@@ -547,6 +576,16 @@ static void kick(void *ud, redlock_lock *l)
     redlock__loop *loop = ud;
     redlock__task *t;
 
+    /* A cancel from another thread (a signal-handling thread, say) must
+     * not touch the loop's lists: it wakes the loop, which then wakes
+     * every operation to look at the cancel flags. */
+    if (!pthread_equal(pthread_self(), loop->thread)) {
+        uint64_t one = 1;
+        ssize_t w = write(loop->wake_fd, &one, sizeof(one));
+
+        (void)w; /* a full counter already means a wake-up is due */
+        return;
+    }
     for (t = loop->tasks; t; t = t->next)
         if (t->lock && (!l || t->lock == l) && !t->finished) {
             redlock__fiber_park(t->fiber)->kicked = 1;
@@ -590,7 +629,9 @@ static int lock_freeing(void *ud, redlock_lock *l)
     redlock__loop *loop = ud;
     freeing *f;
 
-    if (!task_freed(loop, l) && (!pinned(l) || redlock__wait_parks()))
+    /* A pin of the watchdog's own thread is waited for as usual. */
+    if (!task_freed(loop, l) &&
+        (!pinned(l) || redlock__wait_parks() || loop->c->event_loop_watchdog_thread))
         return 0;
     for (f = loop->freeing; f; f = f->next)
         if (f->lock == l)
@@ -606,17 +647,36 @@ static int lock_freeing(void *ud, redlock_lock *l)
     return 1;
 }
 
+static int busy(void *ud)
+{
+    const redlock__loop *loop = ud;
+
+    return loop->in_action || redlock__wait_parks();
+}
+
 /* One turn of the library's own loop, for when the program's cannot run
  * (a blocking call, the client being freed): poll() on every fd a task
  * parked on, until the next deadline or give_up, then what is due. */
 static void drive_round(redlock__loop *loop, int64_t give_up)
 {
-    struct pollfd pfd[256];
-    redlock__task *who[256];
+    struct pollfd *pfd = malloc(loop->fd_cap * sizeof(*pfd));
+    redlock__task **who = malloc(loop->fd_cap * sizeof(*who));
     size_t n = 0, i, k;
     int64_t next = next_deadline(loop);
 
-    for (i = 0; i < loop->fd_cap && n < 256; i++)
+    if (!pfd || !who) {
+        /* Out of memory: the deadlines still move every task on. */
+        free(pfd);
+        free(who);
+        redlock__wait_until(next < give_up ? next : give_up);
+        wake_due(loop, redlock__now_ns());
+        return;
+    }
+    pfd[n].fd = loop->wake_fd;
+    pfd[n].events = POLLIN;
+    pfd[n].revents = 0;
+    who[n++] = NULL;
+    for (i = 0; i < loop->fd_cap && n < loop->fd_cap; i++)
         if (loop->fd_owner[i]) {
             pfd[n].fd = (int)i;
             pfd[n].events = (short)((loop->fd_events[i] & REDLOCK_EV_READ ? POLLIN : 0) |
@@ -624,8 +684,8 @@ static void drive_round(redlock__loop *loop, int64_t give_up)
             pfd[n].revents = 0;
             who[n++] = loop->fd_owner[i];
         }
-    if (redlock__wait_poll(pfd, n, next < give_up ? next : give_up) > 0)
-        for (i = 0; i < n; i++) {
+    if (redlock__wait_poll(pfd, n, next < give_up ? next : give_up) > 0) {
+        for (i = 1; i < n; i++) {
             redlock__park *p = redlock__fiber_park(who[i]->fiber);
 
             for (k = 0; pfd[i].revents && k < p->n; k++)
@@ -634,6 +694,16 @@ static void drive_round(redlock__loop *loop, int64_t give_up)
                     make_runnable(loop, who[i]);
                 }
         }
+        if (pfd[0].revents) {
+            uint64_t count;
+            ssize_t r = read(loop->wake_fd, &count, sizeof(count));
+
+            (void)r;
+            kick(loop, NULL);
+        }
+    }
+    free(pfd);
+    free(who);
     wake_due(loop, redlock__now_ns());
 }
 
@@ -656,6 +726,8 @@ int redlock__loop_run(redlock__loop *loop, redlock__task *t)
     rc = t->rc;
     if (rc != REDLOCK_OK)
         redlock__fail(rc, "%s", t->error);
+    /* The caller's redlock_lock_report() tells of this call, as usual. */
+    redlock__report_adopt(t->report);
     task_free(loop, t);
     return rc;
 }
@@ -689,20 +761,27 @@ static void destroy(void *ud)
             break;
         drive_round(loop, give_up);
     }
-    /* Past the bound (a bug): the rest leak rather than free live stacks. */
+    /* Handles freed while in use, whose last task has ended: freed now
+     * (without the hooks, so as usual). Past the bound (a bug) the rest
+     * leak rather than free what live stacks use. */
+    loop->c->loop = (redlock__loop_hooks){0};
+    if (loop->c->tp.ops == &redlock__net_ops)
+        redlock__net_on_fd_closing(&loop->c->net, NULL, NULL);
     while (loop->freeing) {
         freeing *f = loop->freeing;
 
         loop->freeing = f->next;
+        if (!task_freed(loop, f->lock) && !pinned(f->lock))
+            redlock_lock_free(f->lock);
         free(f);
     }
-    loop->c->loop = (redlock__loop_hooks){0};
     while (loop->spare) {
         redlock__task *t = loop->spare;
 
         loop->spare = t->next;
         task_destroy(t);
     }
+    close(loop->wake_fd);
     free(loop->fd_events);
     free(loop->fd_owner);
     free(loop->stale);
@@ -754,18 +833,43 @@ int redlock_loop_attach(redlock_client *c, redlock_socket_fn socket_fn,
     loop->userdata = userdata;
     loop->timer_at = INT64_MAX;
     loop->wd_due = INT64_MAX;
+    loop->thread = pthread_self();
+    loop->wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    if (loop->wake_fd < 0 || grow_fds(loop, loop->wake_fd) != 0) {
+        int saved = errno;
+
+        if (loop->wake_fd >= 0)
+            close(loop->wake_fd);
+        free(loop->fd_events);
+        free(loop->fd_owner);
+        free(loop);
+        return redlock__fail(REDLOCK_ENOMEM, "eventfd: %s", strerror(saved));
+    }
     c->loop.loop = loop;
     c->loop.kick = kick;
     c->loop.lock_freeing = lock_freeing;
     c->loop.destroy = destroy;
     c->loop.run_sync = redlock__loop_run_sync;
+    c->loop.busy = busy;
     /* Release messages: the subscriber runs as a task of its own. */
     if (c->net.pubsub && redlock__task_start(c, NULL, subscriber_fn, NULL, 0, 0, 0, NULL, NULL) !=
                              REDLOCK_OK) {
         c->loop = (redlock__loop_hooks){0};
+        close(loop->wake_fd);
+        free(loop->fd_events);
+        free(loop->fd_owner);
         free(loop);
         return REDLOCK_ENOMEM;
     }
+    loop->fd_events[loop->wake_fd] = REDLOCK_EV_READ;
+    socket_fn(userdata, loop->wake_fd, REDLOCK_EV_READ);
+    /* A pooled connection may also close outside a fiber (a blocking
+     * inspect on this thread): the loop must hear of it all the same. With
+     * the watchdog's own thread closing some, idle fds are not kept
+     * watched instead (flush_stale), and this hook, which is not for
+     * other threads, stays unset. */
+    if (c->tp.ops == &redlock__net_ops && !c->event_loop_watchdog_thread)
+        redlock__net_on_fd_closing(&c->net, on_close, loop);
     return REDLOCK_OK;
 }
 
@@ -780,6 +884,12 @@ int redlock_loop_action(redlock_client *c, int fd, int events)
     loop->in_action = 1;
     if (fd == REDLOCK_EV_TIMEOUT) {
         loop->timer_at = INT64_MAX; /* the timer fired: none is set now */
+    } else if (fd == loop->wake_fd) {
+        uint64_t n;
+        ssize_t r = read(loop->wake_fd, &n, sizeof(n));
+
+        (void)r;
+        kick(loop, NULL);
     } else if (fd >= 0 && (size_t)fd < loop->fd_cap && !loop->fd_owner[fd] &&
                (loop->fd_events[fd] & EV_MASK)) {
         /* An idle connection turned ready: whatever came is read by the
@@ -843,7 +953,7 @@ int redlock__task_start_ex(redlock_client *c, redlock_lock *l, redlock__task_fn 
 {
     redlock__loop *loop = c->loop.loop;
     redlock__task *t = loop->spare;
-    int rc;
+    int rc, was;
 
     if (t) {
         redlock__fiber *fiber = t->fiber;
@@ -895,8 +1005,11 @@ int redlock__task_start_ex(redlock_client *c, redlock_lock *l, redlock__task_fn 
     make_runnable(loop, t);
     if (redlock__wait_parks())
         return REDLOCK_OK;
+    was = loop->in_action;
+    loop->in_action = 1;
     run_queue(loop);
-    if (!loop->in_action) {
+    loop->in_action = was;
+    if (!was) {
         flush_stale(loop);
         update_timer(loop);
     }

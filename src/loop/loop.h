@@ -46,7 +46,7 @@ struct redlock__task {
     void *report;
     int in_tick;
     /* The fds this task asked the loop to watch, as last reported. */
-    int regs[64];
+    int regs[REDLOCK__MAX_NODES + 8]; /* a fan-out's, or the subscriber's */
     size_t n_regs;
 };
 

@@ -47,6 +47,8 @@ void redlock__conn_close(redlock__conn *c)
         c->ssl = NULL;
     }
     if (c->fd >= 0) {
+        if (c->hook && c->hook->fd_closing)
+            c->hook->fd_closing(c->hook->fd_ud, c->fd);
         redlock__wait_fd_closing(c->fd);
         close(c->fd);
         c->fd = -1;

@@ -66,6 +66,10 @@ typedef struct redlock__skip_run {
 typedef struct redlock__settle_hook {
     void (*fn)(void *ud, uint64_t token, int delivered, const char *error);
     void *ud;
+    /* Hears that the connection's fd is about to be closed (an event loop
+     * watching it must stop first); NULL: nobody. */
+    void (*fd_closing)(void *ud, int fd);
+    void *fd_ud;
 } redlock__settle_hook;
 
 typedef struct redlock__conn {

@@ -488,6 +488,12 @@ static void net_unwatch(void *ctx, void *watch)
         redlock__pubsub_unwatch(net->pubsub, watch);
 }
 
+void redlock__net_on_fd_closing(redlock__net *net, void (*fn)(void *ud, int fd), void *ud)
+{
+    net->hook.fd_closing = fn;
+    net->hook.fd_ud = ud;
+}
+
 static void net_set_settle(void *ctx, redlock__settle_fn fn, void *ud)
 {
     redlock__net *net = ctx;

@@ -29,6 +29,11 @@ int redlock__net_init(redlock__net *net, const redlock__node *nodes,
                       size_t n_nodes, int connect_timeout_ms);
 void redlock__net_destroy(redlock__net *net);
 
+/* Every pool connection's fd, before it is closed, is told to fn (an
+ * event loop of the same thread; fn NULL: nobody). Set once, before
+ * any fan-out. */
+void redlock__net_on_fd_closing(redlock__net *net, void (*fn)(void *ud, int fd), void *ud);
+
 /* ctx is a redlock__net. */
 extern const redlock__transport_ops redlock__net_ops;
 

@@ -494,6 +494,61 @@ START_TEST(test_blocking_call_meets_a_parked_renewal)
 }
 END_TEST
 
+typedef struct canceler {
+    redlock_lock *lock;
+    int64_t delay_ms;
+} canceler;
+
+static void *cancel_later(void *arg)
+{
+    canceler *k = arg;
+
+    rig_sleep_ms(k->delay_ms);
+    redlock_acquire_cancel(k->lock);
+    return NULL;
+}
+
+/* 9. A cancel from another thread (as from a signal-handling thread)
+ *    wakes the loop and ends the acquire at once; the loop's lists are
+ *    only ever touched on its own thread (TSan checks). */
+START_TEST(test_cancel_from_another_thread)
+{
+    result h, w, u;
+    redlock_lock *holder, *waiter;
+    canceler k;
+    pthread_t th;
+    char name[64];
+    int64_t t0;
+
+    loop_client(0, 0);
+    rig_unique_name(name, sizeof(name), "loop", "xcancel");
+    holder = new_lock(name);
+    waiter = new_lock(name);
+    start_acquire(holder, 1, 0, 30000, &h);
+    ck_assert(run_until(&h.done, 5000));
+    ck_assert_int_eq(h.rc, REDLOCK_OK);
+    /* The waiter sleeps until a release message or the holder's TTL
+     * (30 s): only the cancel can end it early. */
+    start_acquire(waiter, 2, 60000, 30000, &w);
+    run_until(&w.done, 200);
+    ck_assert_int_eq(w.done, 0);
+    k.lock = waiter;
+    k.delay_ms = 100;
+    t0 = rig_now_ms();
+    ck_assert_int_eq(pthread_create(&th, NULL, cancel_later, &k), 0);
+    ck_assert(run_until(&w.done, 3000));
+    pthread_join(th, NULL);
+    ck_assert_int_eq(w.rc, REDLOCK_ECANCELED);
+    ck_assert_int_lt(w.at_ms - t0, 1500);
+    start_unlock(holder, 1, &u);
+    ck_assert(run_until(&u.done, 3000));
+    ck_assert_int_eq(u.rc, REDLOCK_OK);
+    redlock_lock_free(holder);
+    redlock_lock_free(waiter);
+    redlock_client_free(L.c);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("loop");
@@ -508,6 +563,7 @@ int main(void)
     RIG_ADD_CASE(s, test_cancel_in_every_state, 30);
     RIG_ADD_CASE(s, test_free_while_pending, 30);
     RIG_ADD_CASE(s, test_blocking_call_meets_a_parked_renewal, 30);
+    RIG_ADD_CASE(s, test_cancel_from_another_thread, 30);
     sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);
     failed = srunner_ntests_failed(sr);

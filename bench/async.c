@@ -3,7 +3,8 @@
  * Scenario "async": the event-loop API against threads, N = 5.
  *
  *   - async_loop: one loop-driven client (options.event_loop) on the
- *     poll() adapter (<redlock/adapters/poll.h>), driven from ONE thread
+ *     built-in poll() adapter (<redlock/adapters/poll.h>; --adapter libuv
+ *     for libuv's epoll), driven from ONE thread
  *     (this one), keeps K = 64 acquire + release cycles in flight on 64
  *     names: redlock_acquire_async (wait 0, fixed lease); on the grant
  *     redlock_unlock_async; when the unlock is done the next cycle on that
@@ -30,7 +31,8 @@
  *
  * Options: --seconds S per chunk (default 1; 0.5 with --scale < 1),
  * --rounds R (5; 2 with --scale < 1), --inflight K (64), --threads T (16),
- * --lease MS (10000), --wait MS (0: one attempt, as the threads make).
+ * --lease MS (10000), --wait MS (0: one attempt, as the threads make),
+ * --adapter poll|libuv (poll).
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -44,6 +46,7 @@
 #include "common.h"
 #include "raw.h"
 #include "redisson.h"
+#include "redlock/adapters/libuv.h"
 #include "redlock/adapters/poll.h"
 
 const char *bench_name = "async";
@@ -136,7 +139,10 @@ typedef struct slot {
 
 struct async_run {
     redlock_client *c;
+    int use_uv;                 /* the libuv adapter, else poll() */
     redlock_poll_loop pl;
+    uv_loop_t uv;
+    redlock_libuv *uv_adapter;
     slot slots[MAX_INFLIGHT];
     int k;
     int64_t wait_ms, lease_ms;
@@ -198,12 +204,20 @@ static void start_cycle(slot *s)
                 "acquire_async");
 }
 
+/* One turn of the program's loop. */
+static void turn(async_run *r)
+{
+    if (r->use_uv)
+        uv_run(&r->uv, UV_RUN_ONCE);
+    else if (redlock_poll_run_once(&r->pl, 100) < 0 && errno != EINTR)
+        bench_die("poll: %s", strerror(errno));
+}
+
 /* Runs the loop until every operation ended. */
 static void async_drain(async_run *r)
 {
     while (redlock_loop_pending(r->c) > 0)
-        if (redlock_poll_run_once(&r->pl, 100) < 0 && errno != EINTR)
-            bench_die("poll: %s", strerror(errno));
+        turn(r);
 }
 
 static void async_chunk(async_run *r, meter *m, double seconds)
@@ -218,15 +232,14 @@ static void async_chunk(async_run *r, meter *m, double seconds)
     for (i = 0; i < r->k; i++)
         start_cycle(&r->slots[i]);
     while (bench_now_ns() < until)
-        if (redlock_poll_run_once(&r->pl, 100) < 0 && errno != EINTR)
-            bench_die("poll: %s", strerror(errno));
+        turn(r);
     r->stopping = 1;
     async_drain(r);
     m->loop_cpu_s += thread_cpu() - cpu0;
 }
 
 static void async_init(async_run *r, const bench_args *a, int k, int64_t wait_ms,
-                       int64_t lease_ms)
+                       int64_t lease_ms, int use_uv)
 {
     redlock_options o = {0};
     char name[96];
@@ -236,7 +249,14 @@ static void async_init(async_run *r, const bench_args *a, int k, int64_t wait_ms
     o.event_loop = 1;
     o.node_timeout_ms = NODE_TIMEOUT_MS;
     r->c = bench_client(a, NODES, &o);
-    bench_check(redlock_poll_attach(&r->pl, r->c), "poll_attach");
+    r->use_uv = use_uv;
+    if (use_uv) {
+        if (uv_loop_init(&r->uv) != 0)
+            bench_die("uv_loop_init");
+        bench_check(redlock_libuv_attach(r->c, &r->uv, &r->uv_adapter), "libuv_attach");
+    } else {
+        bench_check(redlock_poll_attach(&r->pl, r->c), "poll_attach");
+    }
     r->k = k;
     r->wait_ms = wait_ms;
     r->lease_ms = lease_ms;
@@ -254,7 +274,13 @@ static void async_free(async_run *r)
     for (i = 0; i < r->k; i++)
         redlock_lock_free(r->slots[i].l);
     redlock_client_free(r->c);
-    redlock_poll_free(&r->pl);
+    if (r->use_uv) {
+        redlock_libuv_detach(r->uv_adapter);
+        uv_run(&r->uv, UV_RUN_NOWAIT); /* the handles' close callbacks */
+        uv_loop_close(&r->uv);
+    } else {
+        redlock_poll_free(&r->pl);
+    }
 }
 
 /* ---- (b) T threads, one shared blocking client ------------------------- */
@@ -420,6 +446,7 @@ int main(int argc, char **argv)
     meter am = {0}, bm = {0};
     mark mk;
     long rounds, k, threads, lease_ms, wait_ms, i;
+    const char *adapter;
     double seconds, ratio, cpu_ratio, server_ratio;
     int met;
     bench_json j;
@@ -431,6 +458,9 @@ int main(int argc, char **argv)
     threads = bench_opt_long(argc, argv, "--threads", 16);
     lease_ms = bench_opt_long(argc, argv, "--lease", 10000);
     wait_ms = bench_opt_long(argc, argv, "--wait", 0);
+    adapter = bench_opt(argc, argv, "--adapter", "poll");
+    if (strcmp(adapter, "libuv") != 0 && strcmp(adapter, "poll") != 0)
+        bench_die("--adapter: libuv or poll");
     if (rounds < 1 || seconds <= 0 || k < 1 || k > MAX_INFLIGHT || threads < 1 ||
         threads > MAX_THREADS || lease_ms < 100 || wait_ms < 0)
         bench_die("bad --seconds/--rounds/--inflight/--threads/--lease/--wait");
@@ -441,7 +471,7 @@ int main(int argc, char **argv)
         raw_connect(&p.conns[i], a.hosts[i], a.ports[i], a.user, a.pass);
     if (!(r = calloc(1, sizeof(*r))) || !(tp = calloc(1, sizeof(*tp))))
         bench_die("out of memory");
-    async_init(r, &a, (int)k, wait_ms, lease_ms);
+    async_init(r, &a, (int)k, wait_ms, lease_ms, strcmp(adapter, "libuv") == 0);
     pool_init(tp, &a, (int)threads, lease_ms);
 
     /* Warm-up, not counted: every connection is open before the clock
@@ -479,7 +509,10 @@ int main(int argc, char **argv)
     ratio = per_s(&am) / per_s(&bm);
     cpu_ratio = per_cycle(am.user_s + am.sys_s, &am) / per_cycle(bm.user_s + bm.sys_s, &bm);
     server_ratio = per_cycle((double)am.usec, &am) / per_cycle((double)bm.usec, &bm);
-    put_mode(&a, "async_loop", "one thread, event loop (poll adapter)", &am, (int)k, 1,
+    put_mode(&a, "async_loop",
+             r->use_uv ? "one thread, event loop (libuv adapter)"
+                       : "one thread, event loop (poll adapter)",
+             &am, (int)k, 1,
              seconds, rounds, lease_ms, wait_ms);
     put_mode(&a, "async_blocking", "threads, one shared blocking client", &bm,
              (int)threads, (int)threads, seconds, rounds, lease_ms, wait_ms);

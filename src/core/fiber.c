@@ -189,13 +189,10 @@ static void enter_end(void *save)
 #endif
 }
 
-static void leave_begin(redlock__fiber *f, int for_good)
+static void leave_begin(redlock__fiber *f)
 {
 #ifdef REDLOCK_FIBER_ASAN
-    __sanitizer_start_switch_fiber(for_good ? NULL : &f->fake_stack, f->caller_bottom,
-                                   f->caller_size);
-#else
-    (void)for_good;
+    __sanitizer_start_switch_fiber(&f->fake_stack, f->caller_bottom, f->caller_size);
 #endif
 #ifdef REDLOCK_FIBER_TSAN
     __tsan_switch_to_fiber(f->caller_tsan, 0);
@@ -231,7 +228,7 @@ static void entry(void)
         f->fn(f->arg);
         f->done = 1;
         current = NULL;
-        leave_begin(f, 0);
+        leave_begin(f);
         context_switch(&f->ctx, &f->caller);
         leave_end(f, 0);
     }
@@ -301,7 +298,7 @@ int redlock__fiber_new(redlock__fiber **out, redlock__fiber_fn fn, void *arg)
     return REDLOCK_OK;
 }
 
-int redlock__fiber_reset(redlock__fiber *f, redlock__fiber_fn fn, void *arg)
+void redlock__fiber_reset(redlock__fiber *f, redlock__fiber_fn fn, void *arg)
 {
     /* A fiber that never ran starts in entry() anyway; one that ran waits
      * in entry()'s loop for its next fn. */
@@ -310,7 +307,6 @@ int redlock__fiber_reset(redlock__fiber *f, redlock__fiber_fn fn, void *arg)
     f->done = 0;
     memset(&f->park, 0, sizeof(f->park));
     f->park.deadline_ns = INT64_MAX;
-    return REDLOCK_OK;
 }
 
 int redlock__fiber_resume(redlock__fiber *f)
@@ -338,7 +334,7 @@ void redlock__fiber_yield(void)
     if (!f)
         return;
     current = NULL;
-    leave_begin(f, 0);
+    leave_begin(f);
     context_switch(&f->ctx, &f->caller);
     leave_end(f, 0);
     current = f;

@@ -23,7 +23,6 @@ typedef struct redlock__park {
     size_t n;
     int64_t deadline_ns; /* monotonic; INT64_MAX: none */
     int kicked;          /* woken early (a cancel, a condition to look at) */
-    int ready;           /* fds reported ready since it parked */
     int idle;            /* parked between steps (a sleep), not in one */
     const void *key;     /* parked on a condition: redlock__wait_notify(key) */
 } redlock__park;
@@ -37,8 +36,8 @@ int redlock__fiber_new(redlock__fiber **out, redlock__fiber_fn fn, void *arg);
 
 /* Makes a fiber whose fn has returned (or that never ran) run fn(arg) at
  * its next resume, on the same stack: a loop reuses fibers rather than
- * allocate one per operation. REDLOCK_OK. */
-int redlock__fiber_reset(redlock__fiber *f, redlock__fiber_fn fn, void *arg);
+ * allocate one per operation. */
+void redlock__fiber_reset(redlock__fiber *f, redlock__fiber_fn fn, void *arg);
 
 /* Runs f until it parks or fn returns; returns 1 once fn has returned. */
 int redlock__fiber_resume(redlock__fiber *f);

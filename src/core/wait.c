@@ -27,7 +27,6 @@ static int park(redlock__fiber *f, struct pollfd *pfd, size_t n, int64_t deadlin
     p->n = n;
     p->deadline_ns = deadline_ns;
     p->kicked = 0;
-    p->ready = 0;
     p->idle = idle;
     p->key = key;
     redlock__fiber_yield();

@@ -19,6 +19,16 @@
 #include "loop/sched.h"
 #include "transport/pubsub.h"
 
+/* Frees a loop that never ran a task (attach failed). */
+static void free_unused(redlock__loop *loop)
+{
+    if (loop->wake_fd >= 0)
+        close(loop->wake_fd);
+    free(loop->fd_events);
+    free(loop->fd_owner);
+    free(loop);
+}
+
 static int busy(void *ud)
 {
     const redlock__loop *loop = ud;
@@ -32,14 +42,11 @@ static int busy(void *ud)
 static void drive_round(redlock__loop *loop, int64_t give_up)
 {
     struct pollfd *pfd = malloc(loop->fd_cap * sizeof(*pfd));
-    redlock__task **who = malloc(loop->fd_cap * sizeof(*who));
-    size_t n = 0, i, k;
+    size_t n = 0, i;
     int64_t next = redlock__loop_next_deadline(loop);
 
-    if (!pfd || !who) {
+    if (!pfd) {
         /* Out of memory: the deadlines still move every task on. */
-        free(pfd);
-        free(who);
         redlock__wait_until(next < give_up ? next : give_up);
         redlock__loop_wake_due(loop, redlock__now_ns());
         return;
@@ -47,35 +54,23 @@ static void drive_round(redlock__loop *loop, int64_t give_up)
     pfd[n].fd = loop->wake_fd;
     pfd[n].events = POLLIN;
     pfd[n].revents = 0;
-    who[n++] = NULL;
+    n++;
     for (i = 0; i < loop->fd_cap && n < loop->fd_cap; i++)
         if (loop->fd_owner[i]) {
             pfd[n].fd = (int)i;
             pfd[n].events = (short)((loop->fd_events[i] & REDLOCK_EV_READ ? POLLIN : 0) |
                                     (loop->fd_events[i] & REDLOCK_EV_WRITE ? POLLOUT : 0));
             pfd[n].revents = 0;
-            who[n++] = loop->fd_owner[i];
+            n++;
         }
     if (redlock__wait_poll(pfd, n, next < give_up ? next : give_up) > 0) {
-        for (i = 1; i < n; i++) {
-            redlock__park *p = redlock__fiber_park(who[i]->fiber);
-
-            for (k = 0; pfd[i].revents && k < p->n; k++)
-                if (p->pfd[k].fd == pfd[i].fd) {
-                    p->pfd[k].revents = pfd[i].revents;
-                    redlock__loop_make_runnable(loop, who[i]);
-                }
-        }
-        if (pfd[0].revents) {
-            uint64_t count;
-            ssize_t r = read(loop->wake_fd, &count, sizeof(count));
-
-            (void)r;
-            redlock__loop_kick(loop, NULL);
-        }
+        for (i = 1; i < n; i++)
+            if (pfd[i].revents)
+                redlock__loop_fd_ready(loop, pfd[i].fd, pfd[i].revents);
+        if (pfd[0].revents)
+            redlock__loop_woken(loop);
     }
     free(pfd);
-    free(who);
     redlock__loop_wake_due(loop, redlock__now_ns());
 }
 
@@ -111,7 +106,6 @@ static void destroy(void *ud)
 {
     redlock__loop *loop = ud;
     int64_t give_up = redlock__now_ns() + 30000 * REDLOCK__NS_PER_MS;
-
     size_t fd;
 
     /* The program's loop stops watching now: its hooks are not called
@@ -161,7 +155,6 @@ static void destroy(void *ud)
     free(loop);
 }
 
-
 int redlock_loop_attach(redlock_client *c, redlock_socket_fn socket_fn,
                         redlock_timer_fn timer_fn, void *userdata)
 {
@@ -187,11 +180,7 @@ int redlock_loop_attach(redlock_client *c, redlock_socket_fn socket_fn,
     if (loop->wake_fd < 0 || redlock__fds_grow(loop, loop->wake_fd) != 0) {
         int saved = errno;
 
-        if (loop->wake_fd >= 0)
-            close(loop->wake_fd);
-        free(loop->fd_events);
-        free(loop->fd_owner);
-        free(loop);
+        free_unused(loop);
         return redlock__fail(REDLOCK_ENOMEM, "eventfd: %s", strerror(saved));
     }
     c->loop.loop = loop;
@@ -201,13 +190,10 @@ int redlock_loop_attach(redlock_client *c, redlock_socket_fn socket_fn,
     c->loop.run_sync = redlock__loop_run_sync;
     c->loop.busy = busy;
     /* Release messages: the subscriber runs as a task of its own. */
-    if (c->net.pubsub && redlock__task_start(c, NULL, redlock__loop_subscriber_fn, NULL, 0, 0, 0, NULL, NULL) !=
-                             REDLOCK_OK) {
+    if (c->net.pubsub && redlock__task_start(c, NULL, redlock__loop_subscriber_fn, NULL, 0, 0, 0,
+                                             NULL, NULL) != REDLOCK_OK) {
         c->loop = (redlock__loop_hooks){0};
-        close(loop->wake_fd);
-        free(loop->fd_events);
-        free(loop->fd_owner);
-        free(loop);
+        free_unused(loop);
         return REDLOCK_ENOMEM;
     }
     loop->fd_events[loop->wake_fd] = REDLOCK_EV_READ;

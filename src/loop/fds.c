@@ -36,12 +36,13 @@ int redlock__fds_grow(redlock__loop *loop, int fd)
     return 0;
 }
 
-/* fd's task is done with it; the loop stops watching it at the end of
- * the call unless another task takes it first. */
+/* fd's task is done with it. It stays watched (sched.h), except with
+ * the watchdog's own thread: then the loop stops watching it at the end
+ * of the call unless another task takes it first. */
 static void mark_stale(redlock__loop *loop, int fd)
 {
     loop->fd_owner[fd] = NULL;
-    if (loop->fd_events[fd] & STALE_LISTED)
+    if (!loop->c->event_loop_watchdog_thread || (loop->fd_events[fd] & STALE_LISTED))
         return;
     if (loop->n_stale == loop->stale_cap) {
         size_t cap = loop->stale_cap ? 2 * loop->stale_cap : 64;
@@ -63,12 +64,6 @@ void redlock__fds_flush_stale(redlock__loop *loop)
 {
     size_t i;
 
-    if (!loop->c->event_loop_watchdog_thread) {
-        for (i = 0; i < loop->n_stale; i++)
-            loop->fd_events[loop->stale[i]] &= (unsigned char)~STALE_LISTED;
-        loop->n_stale = 0;
-        return;
-    }
     for (i = 0; i < loop->n_stale; i++) {
         int fd = loop->stale[i];
 

@@ -159,7 +159,7 @@ static void unlink_task(redlock__loop *loop, redlock__task *t)
         loop->tasks = t->next;
     if (t->next)
         t->next->prev = t->prev;
-    loop->n_tasks--;
+    loop->n_ops -= t->lock != NULL;
 }
 
 /* Spare tasks kept: enough for the operations a loop usually has on the
@@ -248,8 +248,6 @@ void redlock__loop_deliver(redlock__loop *loop)
         loop->wd_due = redlock__watchdog_next_due(loop->c);
 }
 
-
-/* Resumes what the clock woke, and starts a tick if one is due. */
 /* The next tick on this clock: wd_due is on the transport's, which a
  * test's fake transport runs virtually. */
 static int64_t tick_due(const redlock__loop *loop, int64_t now)
@@ -261,9 +259,11 @@ static int64_t tick_due(const redlock__loop *loop, int64_t now)
     return now + (loop->wd_due - tp->ops->now_ns(tp->ctx));
 }
 
+/* Resumes what the clock woke, and starts a tick if one is due. */
 void redlock__loop_wake_due(redlock__loop *loop, int64_t now)
 {
     redlock_client *c = loop->c;
+
     while (loop->heap_n > 0 && redlock__heap_deadline(loop->heap[0]) <= now) {
         redlock__task *t = loop->heap[0];
 
@@ -336,6 +336,34 @@ void redlock__loop_kick(void *ud, redlock_lock *l)
         redlock__loop_update_timer(loop);
 }
 
+void redlock__loop_woken(redlock__loop *loop)
+{
+    uint64_t count;
+    ssize_t r = read(loop->wake_fd, &count, sizeof(count));
+
+    (void)r; /* nothing to read: a wake-up already taken */
+    redlock__loop_kick(loop, NULL);
+}
+
+void redlock__loop_fd_ready(redlock__loop *loop, int fd, short revents)
+{
+    redlock__task *t = fd >= 0 && (size_t)fd < loop->fd_cap ? loop->fd_owner[fd] : NULL;
+    redlock__park *p;
+    size_t k;
+
+    if (!t)
+        return; /* not watched for a task any more */
+    p = redlock__fiber_park(t->fiber);
+    for (k = 0; k < p->n; k++) {
+        short got = (short)(revents & (p->pfd[k].events | POLLERR | POLLHUP | POLLNVAL));
+
+        if (p->pfd[k].fd == fd && got) {
+            p->pfd[k].revents = got;
+            redlock__loop_make_runnable(loop, t);
+        }
+    }
+}
+
 int redlock__loop_has_tasks(const redlock__loop *loop, const redlock_lock *l)
 {
     const redlock__task *t;
@@ -372,9 +400,8 @@ int redlock__loop_lock_freeing(void *ud, redlock_lock *l)
     if (!redlock__loop_has_tasks(loop, l) &&
         (!redlock__loop_pinned(l) || redlock__wait_parks() || loop->c->event_loop_watchdog_thread))
         return 0;
-    for (f = loop->freeing; f; f = f->next)
-        if (f->lock == l)
-            return 1;
+    if (redlock__loop_freeing(loop, l))
+        return 1;
     f = calloc(1, sizeof(*f));
     if (!f)
         return 1; /* the handle leaks rather than be freed under a task */
@@ -422,11 +449,7 @@ int redlock_loop_action(redlock_client *c, int fd, int events)
     if (fd == REDLOCK_EV_TIMEOUT) {
         loop->timer_at = INT64_MAX; /* the timer fired: none is set now */
     } else if (fd == loop->wake_fd) {
-        uint64_t n;
-        ssize_t r = read(loop->wake_fd, &n, sizeof(n));
-
-        (void)r;
-        redlock__loop_kick(loop, NULL);
+        redlock__loop_woken(loop);
     } else if (fd >= 0 && (size_t)fd < loop->fd_cap && !loop->fd_owner[fd] &&
                (loop->fd_events[fd] & EV_MASK)) {
         /* An idle connection turned ready: whatever came is read by the
@@ -434,18 +457,10 @@ int redlock_loop_action(redlock_client *c, int fd, int events)
          * a level-triggered loop would report it again and again. */
         loop->fd_events[fd] &= STALE_LISTED;
         redlock__fds_tell(loop, fd, 0);
-    } else if (fd >= 0 && (size_t)fd < loop->fd_cap && loop->fd_owner[fd]) {
-        redlock__task *t = loop->fd_owner[fd];
-        redlock__park *p = redlock__fiber_park(t->fiber);
-        short got = (short)((events & REDLOCK_EV_READ ? POLLIN : 0) |
-                            (events & REDLOCK_EV_WRITE ? POLLOUT : 0));
-        size_t k;
-
-        for (k = 0; k < p->n; k++)
-            if (p->pfd[k].fd == fd && (p->pfd[k].events & got)) {
-                p->pfd[k].revents = (short)(p->pfd[k].events & got);
-                redlock__loop_make_runnable(loop, t);
-            }
+    } else {
+        redlock__loop_fd_ready(loop, fd,
+                               (short)((events & REDLOCK_EV_READ ? POLLIN : 0) |
+                                       (events & REDLOCK_EV_WRITE ? POLLOUT : 0)));
     }
     redlock__loop_wake_due(loop, redlock__now_ns());
     redlock__loop_run_queue(loop);
@@ -460,12 +475,8 @@ int redlock_loop_action(redlock_client *c, int fd, int events)
 size_t redlock_loop_pending(const redlock_client *c)
 {
     const redlock__loop *loop = c ? c->loop.loop : NULL;
-    const redlock__task *t;
-    size_t n = 0;
 
-    for (t = loop ? loop->tasks : NULL; t; t = t->next)
-        n += t->lock != NULL;
-    return n;
+    return loop ? loop->n_ops : 0;
 }
 
 static void task_main(void *arg)
@@ -502,10 +513,7 @@ int redlock__task_start_ex(redlock_client *c, redlock_lock *l, redlock__task_fn 
         t->fiber = fiber;
         t->report = report;
         redlock__report_store_clear(report);
-        if ((rc = redlock__fiber_reset(fiber, task_main, t)) != REDLOCK_OK) {
-            redlock__loop_task_destroy(t);
-            return rc;
-        }
+        redlock__fiber_reset(fiber, task_main, t);
     } else {
         t = calloc(1, sizeof(*t));
         if (!t || !(t->report = calloc(1, redlock__report_store_size()))) {
@@ -535,7 +543,7 @@ int redlock__task_start_ex(redlock_client *c, redlock_lock *l, redlock__task_fn 
     if (loop->tasks)
         loop->tasks->prev = t;
     loop->tasks = t;
-    loop->n_tasks++;
+    loop->n_ops += l != NULL;
     /* Started at once if there is room: its requests go out now. From
      * inside a fiber (an on_lost callback in a tick) it waits for the
      * queue that fiber runs in. */

@@ -25,7 +25,7 @@ struct redlock__loop {
     redlock_timer_fn timer_fn;
     void *userdata;
     redlock__task *tasks;       /* every task, doubly linked */
-    size_t n_tasks;
+    size_t n_ops;               /* tasks of operations (redlock_loop_pending) */
     redlock__task *run_head, *run_tail;
     /* Tasks that finished a sleep but wait for room: at most MAX_ACTIVE
      * are inside a step (on the network) at once. */
@@ -96,6 +96,10 @@ void redlock__loop_wake_due(redlock__loop *loop, int64_t now);
 int64_t redlock__loop_next_deadline(redlock__loop *loop);
 void redlock__loop_update_timer(redlock__loop *loop);
 void redlock__loop_kick(void *ud, redlock_lock *l);
+/* The wake-up eventfd turned readable: a cancel from another thread. */
+void redlock__loop_woken(redlock__loop *loop);
+/* fd turned ready (POLLIN/POLLOUT, or an error): its task runs next. */
+void redlock__loop_fd_ready(redlock__loop *loop, int fd, short revents);
 int redlock__loop_lock_freeing(void *ud, redlock_lock *l);
 int redlock__loop_has_tasks(const redlock__loop *loop, const redlock_lock *l);
 int redlock__loop_pinned(const redlock_lock *l);

@@ -410,15 +410,19 @@ static redlock__connset *checkout(redlock__net *net)
     redlock__connset *s;
     size_t i;
 
-    int64_t give_up = redlock__now_ns() + 5 * DRAIN_ROUND_NS;
-
     pthread_mutex_lock(&net->mu);
     /* A drain round holds the idle sets for a few milliseconds at most.
      * Not much longer, though: on a loop-driven client's thread the round
      * may be parked in a watchdog fiber that only this thread can resume,
-     * and a new set is then the way out. */
-    while (!net->free_sets && net->draining && redlock__now_ns() < give_up)
-        redlock__wait_cond_until(&net->drained, &net->mu, give_up, 0);
+     * and a new set is then the way out. The clock is read only when
+     * there is something to wait for. */
+    if (!net->free_sets && net->draining) {
+        int64_t give_up = redlock__now_ns() + 5 * DRAIN_ROUND_NS;
+
+        while (!net->free_sets && net->draining &&
+               redlock__wait_cond_until(&net->drained, &net->mu, give_up, 0) != ETIMEDOUT)
+            ;
+    }
     s = net->free_sets;
     if (s)
         net->free_sets = s->next;

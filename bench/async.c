@@ -67,6 +67,7 @@ typedef struct probe {
 /* What one mode accumulated over its chunks. */
 typedef struct meter {
     long long usec, calls;      /* server: script usec, commands */
+    double server_cpu_s;        /* server processes' whole CPU */
     int64_t wall_ns;
     double user_s, sys_s;
     long cycles, failed;
@@ -76,28 +77,31 @@ typedef struct meter {
 
 typedef struct mark {
     long long usec, calls;
+    double server_cpu_s;
     double user_s, sys_s;
     int64_t t;
 } mark;
 
-static void server_now(probe *p, long long *usec, long long *calls)
+static void server_now(probe *p, long long *usec, long long *calls, double *cpu_s)
 {
     size_t i;
 
     *usec = *calls = 0;
+    *cpu_s = 0;
     for (i = 0; i < NODES; i++) {
         long long u, c;
 
         bench_server_usec(&p->conns[i], &u, &c);
         *usec += u;
         *calls += c;
+        *cpu_s += bench_server_cpu_s(&p->conns[i]);
     }
 }
 
 /* The server is read outside the client's clock and CPU. */
 static void mark_start(probe *p, mark *m)
 {
-    server_now(p, &m->usec, &m->calls);
+    server_now(p, &m->usec, &m->calls, &m->server_cpu_s);
     bench_cpu(&m->user_s, &m->sys_s);
     m->t = bench_now_ns();
 }
@@ -107,14 +111,16 @@ static void mark_stop(probe *p, const mark *m0, meter *m)
     int64_t t = bench_now_ns();
     double u, s;
     long long usec, calls;
+    double server_cpu_s;
 
     bench_cpu(&u, &s);
-    server_now(p, &usec, &calls);
+    server_now(p, &usec, &calls, &server_cpu_s);
     m->wall_ns += t - m0->t;
     m->user_s += u - m0->user_s;
     m->sys_s += s - m0->sys_s;
     m->usec += usec - m0->usec;
     m->calls += calls - m0->calls;
+    m->server_cpu_s += server_cpu_s - m0->server_cpu_s;
 }
 
 /* ---- (a) one thread, one loop-driven client ---------------------------- */
@@ -431,6 +437,9 @@ static void put_mode(const bench_args *a, const char *scenario, const char *mode
     bench_json_num(&j, "cpu_us_per_cycle", per_cycle((m->user_s + m->sys_s) * 1e6, m));
     bench_json_num(&j, "server_us_per_cycle", per_cycle((double)m->usec, m));
     bench_json_num(&j, "commands_per_cycle", per_cycle((double)m->calls, m));
+    /* The servers' whole CPU per cycle (INFO cpu; includes the two
+     * INFO probes, a few hundred us per chunk). */
+    bench_json_num(&j, "server_process_cpu_us_per_cycle", per_cycle(m->server_cpu_s * 1e6, m));
     if (m->loop_cpu_s > 0)
         /* How busy the one loop thread was: 1.0 = a whole core. */
         bench_json_num(&j, "loop_thread_cpu_share", m->loop_cpu_s / ((double)m->wall_ns / 1e9));
@@ -545,12 +554,13 @@ int main(int argc, char **argv)
                             1.0 / ratio, 1.0);
     bench_json_print(&j);
     bench_log("async / %ld blocking threads = %.3f cycles/s (target >= 1.0): %s; "
-              "client CPU us/cycle %.1f / %.1f, server us/cycle %.1f / %.1f; "
-              "loop thread busy %.0f %% of a core",
+              "client CPU us/cycle %.1f / %.1f, server us/cycle %.1f / %.1f "
+              "(server processes' CPU %.1f / %.1f); loop thread busy %.0f %% of a core",
               threads, ratio, met ? "MET" : "MISSED",
               per_cycle((am.user_s + am.sys_s) * 1e6, &am),
               per_cycle((bm.user_s + bm.sys_s) * 1e6, &bm), per_cycle((double)am.usec, &am),
-              per_cycle((double)bm.usec, &bm), 100 * am.loop_cpu_s / ((double)am.wall_ns / 1e9));
+              per_cycle((double)bm.usec, &bm), per_cycle(am.server_cpu_s * 1e6, &am),
+              per_cycle(bm.server_cpu_s * 1e6, &bm), 100 * am.loop_cpu_s / ((double)am.wall_ns / 1e9));
     bench_samples_free(&am.lat);
     bench_samples_free(&bm.lat);
     free(r);

@@ -41,5 +41,7 @@ void redisson_floor_free(redisson_floor *f);
  * (EVAL and EVALSHA), in microseconds, and the commands run (inside
  * scripts or not, set-up and measurement excluded). */
 void bench_server_usec(raw_conn *c, long long *usec, long long *calls);
+/* CPU seconds (user + system) the server process has used (INFO cpu). */
+double bench_server_cpu_s(raw_conn *c);
 
 #endif

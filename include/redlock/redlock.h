@@ -980,7 +980,7 @@ REDLOCK_EXTERN int redlock_stats_format_prometheus(redlock_client *client, char 
  * A client made with options.event_loop never blocks its caller: an
  * operation is started, returns at once, and later calls its done
  * callback. The shape is curl's multi-socket interface, because a client
- * has many sockets (one per node for each operation in flight) rather
+ * has several sockets (one per node, and the release subscriber's) rather
  * than hiredis's one per context:
  *   - the library says which fds it wants watched, and for what, through
  *     socket_fn, and when it next needs the time, through timer_fn;
@@ -1000,6 +1000,16 @@ REDLOCK_EXTERN int redlock_stats_format_prometheus(redlock_client *client, char 
  * background. Each operation in flight costs a stack of 256 KiB of
  * address space, of which only the pages it touches are committed (a few
  * KiB).
+ *
+ * Connections: the operations of a loop-driven client share one
+ * connection per node, pipelined. What they ask of a node while the loop
+ * runs goes out in one write, and the replies, which Redis sends in
+ * order, are handed to each operation as they are read. A node that
+ * fails or is killed fails the requests in flight to it, as a connection
+ * error fails a blocking call's; the connection is opened again at the
+ * next request. Blocking calls on the loop's thread (below) share it too;
+ * the inspection calls, and renewals with event_loop_watchdog_thread, use
+ * connections of their own.
  *
  * Threads: a loop-driven client belongs to the thread that attached it
  * (the loop's). Every call on it, its locks and this section's functions

@@ -25,6 +25,7 @@ typedef struct redlock__park {
     int kicked;          /* woken early (a cancel, a condition to look at) */
     int idle;            /* parked between steps (a sleep), not in one */
     const void *key;     /* parked on a condition: redlock__wait_notify(key) */
+    int notified;        /* woken by redlock__wait_notify(key) */
 } redlock__park;
 
 typedef struct redlock__fiber redlock__fiber;

@@ -27,6 +27,7 @@ static int park(redlock__fiber *f, struct pollfd *pfd, size_t n, int64_t deadlin
     p->n = n;
     p->deadline_ns = deadline_ns;
     p->kicked = 0;
+    p->notified = 0;
     p->idle = idle;
     p->key = key;
     redlock__fiber_yield();
@@ -41,7 +42,7 @@ static int park(redlock__fiber *f, struct pollfd *pfd, size_t n, int64_t deadlin
      * not reported yet (it reports one fd at a time, or ran its timers
      * first after a stall). ppoll() would see it; so must this, or the
      * reply counts as a timeout. */
-    if (ready == 0 && n > 0 && !p->kicked) {
+    if (ready == 0 && n > 0 && !p->kicked && !p->notified) {
         int r = poll(pfd, n, 0);
 
         ready = r > 0 ? r : 0;
@@ -60,6 +61,15 @@ int redlock__wait_poll(struct pollfd *pfd, size_t n, int64_t deadline_ns)
     now = redlock__now_ns();
     ts = redlock__timespec(deadline_ns > now ? deadline_ns - now : 0);
     return ppoll(pfd, n, &ts, NULL);
+}
+
+int redlock__wait_poll_key(struct pollfd *pfd, size_t n, int64_t deadline_ns, const void *key)
+{
+    redlock__fiber *f = redlock__fiber_current();
+
+    if (!f)
+        return redlock__wait_poll(pfd, n, deadline_ns);
+    return park(f, pfd, n, deadline_ns, 0, key);
 }
 
 void redlock__wait_until(int64_t deadline_ns)

@@ -19,6 +19,11 @@
  * with errno on failure. */
 int redlock__wait_poll(struct pollfd *pfd, size_t n, int64_t deadline_ns);
 
+/* The same, and inside a fiber also woken by redlock__wait_notify(key)
+ * (returning 0 unless an fd is ready); on a thread's stack, key is not
+ * heard. n may be 0: then a wait for key or the deadline. */
+int redlock__wait_poll_key(struct pollfd *pfd, size_t n, int64_t deadline_ns, const void *key);
+
 /* Sleeps until deadline_ns; a parked fiber may be kicked awake earlier.
  * Only for waits between steps (an acquire's wait for its next attempt):
  * a loop may hold a fiber back after such a sleep until it has room for

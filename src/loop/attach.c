@@ -17,6 +17,7 @@
 #include "core/wait.h"
 #include "lock/context.h"
 #include "loop/sched.h"
+#include "transport/mux.h"
 #include "transport/pubsub.h"
 
 /* Frees a loop that never ran a task (attach failed). */
@@ -99,6 +100,39 @@ int redlock__loop_run(redlock__loop *loop, redlock__task *t)
     return rc;
 }
 
+/* The operations' shared connections (transport/mux.h), read by a task of
+ * their own. Without them (out of memory) the operations borrow pool
+ * connections as blocking calls do: slower, not wrong. */
+static void start_mux(redlock__loop *loop)
+{
+    redlock__net *net = &loop->c->net;
+    redlock__mux *mux;
+
+    if (loop->c->tp.ops != &redlock__net_ops ||
+        redlock__mux_new(net->nodes, net->n_nodes, &net->hook, net->node_failures, &mux) !=
+            REDLOCK_OK)
+        return;
+    __atomic_store_n(&net->mux, mux, __ATOMIC_RELEASE);
+    if (redlock__task_start(loop->c, NULL, redlock__loop_mux_fn, NULL, 0, 0, 0, NULL, NULL) !=
+        REDLOCK_OK) {
+        __atomic_store_n(&net->mux, NULL, __ATOMIC_RELEASE);
+        redlock__mux_free(mux);
+    }
+}
+
+/* After the tasks ended: the reader has closed the connections. One
+ * still running (past destroy's bound, a bug) keeps its memory. */
+static void free_mux(redlock__loop *loop)
+{
+    redlock__net *net = &loop->c->net;
+    redlock__mux *mux = __atomic_load_n(&net->mux, __ATOMIC_ACQUIRE);
+
+    if (!mux || redlock__mux_running(mux))
+        return;
+    __atomic_store_n(&net->mux, NULL, __ATOMIC_RELEASE);
+    redlock__mux_free(mux);
+}
+
 /* redlock_client_free(): what is in flight ends (canceled acquires end
  * within about a node timeout, unlocks and ticks within theirs), driven
  * by poll() here, the program's loop no longer being asked anything. */
@@ -120,6 +154,10 @@ static void destroy(void *ud)
     redlock_client_cancel(loop->c);
     if (loop->c->net.pubsub)
         redlock__pubsub_close(loop->c->net.pubsub);
+    if (loop->c->net.mux) {
+        redlock__mux_close(loop->c->net.mux);
+        redlock__loop_notify(loop, loop->c->net.mux);
+    }
     while (loop->tasks && redlock__now_ns() < give_up) {
         redlock__loop_run_queue(loop);
         redlock__loop_deliver(loop);
@@ -131,6 +169,7 @@ static void destroy(void *ud)
      * (without the hooks, so as usual). Past the bound (a bug) the rest
      * leak rather than free what live stacks use. */
     loop->c->loop = (redlock__loop_hooks){0};
+    free_mux(loop);
     if (loop->c->tp.ops == &redlock__net_ops)
         redlock__net_on_fd_closing(&loop->c->net, NULL, NULL);
     while (loop->freeing) {
@@ -189,6 +228,7 @@ int redlock_loop_attach(redlock_client *c, redlock_socket_fn socket_fn,
     c->loop.destroy = destroy;
     c->loop.run_sync = redlock__loop_run_sync;
     c->loop.busy = busy;
+    start_mux(loop);
     /* Release messages: the subscriber runs as a task of its own. */
     if (c->net.pubsub && redlock__task_start(c, NULL, redlock__loop_subscriber_fn, NULL, 0, 0, 0,
                                              NULL, NULL) != REDLOCK_OK) {

@@ -19,6 +19,7 @@
 #include "core/wait.h"
 #include "lock/context.h"
 #include "lock/watchdog.h"
+#include "transport/mux.h"
 #include "transport/pubsub.h"
 
 
@@ -45,14 +46,20 @@ void redlock__loop_make_runnable(redlock__loop *loop, redlock__task *t)
 }
 
 /* A condition some fibers may be parked on changed (core/wait.h). */
-static void on_notify(void *ud, const void *key)
+void redlock__loop_notify(redlock__loop *loop, const void *key)
 {
-    redlock__loop *loop = ud;
     redlock__task *t;
 
     for (t = loop->tasks; t; t = t->next)
-        if (!t->finished && redlock__fiber_park(t->fiber)->key == key)
+        if (!t->finished && redlock__fiber_park(t->fiber)->key == key) {
+            redlock__fiber_park(t->fiber)->notified = 1;
             redlock__loop_make_runnable(loop, t);
+        }
+}
+
+static void on_notify(void *ud, const void *key)
+{
+    redlock__loop_notify(ud, key);
 }
 
 /* Runs t until it parks or ends, with its own fiber-locals. */
@@ -213,6 +220,12 @@ static int tick_fn(redlock__task *t)
 int redlock__loop_subscriber_fn(redlock__task *t)
 {
     redlock__pubsub_run(t->loop->c->net.pubsub);
+    return REDLOCK_OK;
+}
+
+int redlock__loop_mux_fn(redlock__task *t)
+{
+    redlock__mux_run(t->loop->c->net.mux);
     return REDLOCK_OK;
 }
 

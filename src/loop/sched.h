@@ -107,5 +107,9 @@ void redlock__loop_task_destroy(redlock__task *t);
 /* Keeps an ended task for the next one, or destroys it. */
 void redlock__loop_task_free(redlock__loop *loop, redlock__task *t);
 int redlock__loop_subscriber_fn(redlock__task *t);
+/* The reader of the operations' shared connections (transport/mux.h). */
+int redlock__loop_mux_fn(redlock__task *t);
+/* Wakes the tasks parked on key (core/wait.h), from the loop's code. */
+void redlock__loop_notify(redlock__loop *loop, const void *key);
 
 #endif

@@ -122,6 +122,11 @@ int redlock__node_watch_sentinel(const redlock__node *n, int timeout_ms);
  * AUTH/SELECT). Returns REDLOCK_OK or an error with c->errmsg set. */
 int redlock__conn_open(redlock__conn *c);
 
+/* Whether an open connection of a Sentinel node reaches a master that is
+ * no longer the one named (or that answered -READONLY): redlock__conn_open
+ * then closes it and connects anew. */
+int redlock__conn_outdated(const redlock__conn *c);
+
 /* Appends an encoded command to the output. */
 int redlock__conn_queue(redlock__conn *c, const char *cmd, size_t len);
 

@@ -236,7 +236,7 @@ static int open_tcp(redlock__conn *c)
  * resolver names (or that answered -READONLY) is closed here, at its next
  * use, so requests go to the new master. Closing settles what it still
  * owed as lost, exactly as a connection error would. */
-static int conn_outdated(redlock__conn *c)
+int redlock__conn_outdated(const redlock__conn *c)
 {
     uint64_t gen = 0;
 
@@ -265,7 +265,7 @@ int redlock__conn_open(redlock__conn *c)
 {
     int rc;
 
-    if (c->state != REDLOCK__CONN_CLOSED && conn_outdated(c))
+    if (c->state != REDLOCK__CONN_CLOSED && redlock__conn_outdated(c))
         redlock__conn_close(c);
     if (c->state != REDLOCK__CONN_CLOSED)
         return REDLOCK_OK;

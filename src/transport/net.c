@@ -13,9 +13,11 @@
 #include "core/error.h"
 #include "core/wait.h"
 #include "resp/scripts.h"
+#include "transport/fanout.h"
+#include "transport/mux.h"
 #include "transport/pubsub.h"
 
-#define MAX_BATCHES 64
+#define MAX_BATCHES REDLOCK__MAX_BATCHES
 /* Calls per batch kept on the stack; watchdog batches can be far larger
  * (one renewal per held lock) and go to the heap. */
 #define INLINE_CALLS 8
@@ -82,7 +84,7 @@ static int fail_slot(slot *s, size_t bi, int err, const char *msg,
     return stop;
 }
 
-static int is_noscript(const redisReply *r)
+int redlock__is_noscript(const redisReply *r)
 {
     return r->type == REDIS_REPLY_ERROR && strncmp(r->str, "NOSCRIPT", 8) == 0;
 }
@@ -107,7 +109,7 @@ static int drain_replies(slot *s, size_t bi, redlock__reply_fn fn, void *ud,
                              failures);
         }
         call = s->queue[s->head];
-        if (is_noscript(r) && s->batch->calls[call].script >= 0 && !s->eval[s->head]) {
+        if (redlock__is_noscript(r) && s->batch->calls[call].script >= 0 && !s->eval[s->head]) {
             /* The node lost its script cache (restart, SCRIPT FLUSH):
              * resend the body once; the EVAL also reloads the cache. */
             freeReplyObject(r);
@@ -186,36 +188,35 @@ static int start_slot(slot *s, size_t bi, redlock__reply_fn fn, void *ud,
  * request deadline applies. The script preloads do not count as set-up:
  * they cost the server well under a millisecond, and a node that accepts
  * and never answers must still fail within the request deadline. */
-static int64_t slot_deadline(const slot *s, int connect_timeout_ms)
+int64_t redlock__batch_deadline(const redlock__batch *b, int conn_setting_up,
+                                int64_t started, int connect_timeout_ms)
 {
-    int64_t d = s->batch->deadline_ns;
+    int64_t d = b->deadline_ns;
 
     /* A batch the caller does not wait for at all (a call to a silent
      * node) gets no set-up allowance either: a node whose handshake stalls
      * must not cost a second connect timeout. */
-    if (d <= s->started || s->batch->strict)
+    if (d <= started || b->strict)
         return d;
-
-    if (s->conn->state != REDLOCK__CONN_READY || s->conn->handshake) {
-        int64_t c = s->started + (int64_t)connect_timeout_ms * REDLOCK__NS_PER_MS;
+    if (conn_setting_up) {
+        int64_t c = started + (int64_t)connect_timeout_ms * REDLOCK__NS_PER_MS;
         if (c > d)
             d = c;
     }
     return d;
 }
 
-/* The caller's reply_fn behind one that turns REDLOCK__FANOUT_LINGER into
- * a deadline: as long again as the fan-out has run when it is first said. */
-typedef struct lingering {
-    redlock__reply_fn fn;
-    void *ud;
-    int64_t started, until;
-} lingering;
-
-static int linger_fn(void *ud, size_t batch, size_t call, int err, const char *msg,
-                     redisReply *r)
+static int64_t slot_deadline(const slot *s, int connect_timeout_ms)
 {
-    lingering *lg = ud;
+    return redlock__batch_deadline(
+        s->batch, s->conn->state != REDLOCK__CONN_READY || s->conn->handshake != 0, s->started,
+        connect_timeout_ms);
+}
+
+int redlock__linger_fn(void *ud, size_t batch, size_t call, int err, const char *msg,
+                       redisReply *r)
+{
+    redlock__lingering *lg = ud;
     int ret = lg->fn(lg->ud, batch, call, err, msg, r);
 
     if (ret != REDLOCK__FANOUT_LINGER)
@@ -233,8 +234,8 @@ int redlock__fanout_conns(redlock__conn *conns, const redlock__batch *batches,
                           redlock__reply_fn caller_fn, void *caller_ud)
 {
     int64_t now = redlock__now_ns();
-    lingering lg = {caller_fn, caller_ud, now, INT64_MAX};
-    redlock__reply_fn fn = linger_fn;
+    redlock__lingering lg = {caller_fn, caller_ud, now, INT64_MAX};
+    redlock__reply_fn fn = redlock__linger_fn;
     void *ud = &lg;
     slot slots[MAX_BATCHES];
     struct pollfd pfd[MAX_BATCHES];
@@ -451,10 +452,13 @@ static int net_fanout(void *ctx, const redlock__batch *batches, size_t n,
                       redlock__reply_fn fn, void *ud)
 {
     redlock__net *net = ctx;
-    redlock__connset *set = checkout(net);
+    struct redlock__mux *mux = __atomic_load_n(&net->mux, __ATOMIC_ACQUIRE);
+    redlock__connset *set;
     int rc;
 
-    if (!set)
+    if (mux && redlock__mux_usable(mux))
+        return redlock__fanout_mux(mux, batches, n, net->connect_timeout_ms, fn, ud);
+    if (!(set = checkout(net)))
         return redlock__fail(REDLOCK_ENOMEM, "out of memory");
     rc = redlock__fanout_conns(set->conns, batches, n, net->connect_timeout_ms,
                                net->node_failures, fn, ud);

@@ -11,6 +11,7 @@
 
 struct redlock__pubsub;
 struct redlock__connset;
+struct redlock__mux;
 
 typedef struct redlock__net {
     const redlock__node *nodes;
@@ -23,6 +24,9 @@ typedef struct redlock__net {
     uint64_t *node_failures;            /* atomic counters, per node */
     struct redlock__pubsub *pubsub;     /* NULL: no release messages */
     redlock__settle_hook hook;          /* ledger settlements; set once */
+    /* A loop-driven client's shared connections (transport/mux.h), which
+     * its fibers use instead of the pool; NULL: none. Atomic. */
+    struct redlock__mux *mux;
 } redlock__net;
 
 int redlock__net_init(redlock__net *net, const redlock__node *nodes,

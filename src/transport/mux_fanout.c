@@ -1,0 +1,296 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * A fan-out over the mux's shared connections (mux.h): each batch queues
+ * its calls on its node's connection and the fiber parks until the reader
+ * has handed it replies, the connection failed, or a deadline passed.
+ * Outcomes, deadlines, lingering and abandoning follow net.c's fan-out.
+ */
+#define _GNU_SOURCE
+#include "transport/mux_impl.h"
+
+#include <hiredis/hiredis.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/error.h"
+#include "core/wait.h"
+#include "transport/fanout.h"
+
+/* Beyond this many replies owed on one connection (a node that stopped
+ * answering while operations kept timing out on it) it is closed: the
+ * same bound as a pool connection's discarded replies would be, smaller. */
+#define MAX_OWED (1u << 16)
+
+static size_t pending(const redlock__mux_slot *s)
+{
+    return s->tail - s->head;
+}
+
+/* Takes this slot's owed replies off its node: dropped when they come,
+ * or (tokens, in send order from position got) kept as ledger entries. */
+static void detach(redlock__mux_slot *s, const uint64_t *tokens)
+{
+    redlock__mux_node *mn = s->mn;
+    size_t i, k = 0;
+
+    for (i = mn->head; i < mn->tail; i++)
+        if (mn->q[i].owner == s) {
+            mn->q[i].owner = NULL;
+            mn->q[i].token = tokens ? tokens[k++] : 0;
+        }
+}
+
+static void drop_inbox(redlock__mux_slot *s)
+{
+    size_t k;
+
+    for (k = s->head; k < s->got; k++)
+        freeReplyObject(s->inbox[k]);
+    s->head = s->got;
+}
+
+static void free_slot(redlock__mux_slot *s)
+{
+    if (s->queue != s->inline_queue)
+        free(s->queue);
+    if (s->eval != s->inline_eval)
+        free(s->eval);
+    if (s->inbox != s->inline_inbox)
+        free(s->inbox);
+}
+
+/* Fails every outstanding call of a slot with err. */
+static int fail_slot(redlock__mux *m, redlock__mux_slot *s, size_t bi, int err, const char *msg,
+                     redlock__reply_fn fn, void *ud)
+{
+    size_t k;
+    int stop = 0;
+
+    __atomic_add_fetch(&m->failures[s->batch->node], 1, __ATOMIC_RELAXED);
+    for (k = s->head; k < s->got; k++)
+        freeReplyObject(s->inbox[k]);
+    detach(s, NULL);
+    /* Once the caller says stop, the rest are abandoned without a call,
+     * as the transport promises. */
+    while (pending(s) && !stop)
+        stop |= fn(ud, bi, s->queue[s->head++], err, msg, NULL);
+    s->head = s->got = s->tail;
+    s->done = 1;
+    return stop;
+}
+
+/* Queues call (as EVAL with fallback) on the slot's connection. */
+static int send_call(redlock__mux_slot *s, size_t call, int fallback)
+{
+    if (redlock__queue_call(&s->mn->conn, &s->batch->calls[call], fallback) != REDLOCK_OK)
+        return REDLOCK_ENOMEM;
+    if (redlock__mux_push(s->mn, s) != REDLOCK_OK)
+        return REDLOCK_ENOMEM;
+    s->eval[s->tail] = (unsigned char)fallback;
+    s->queue[s->tail++] = call;
+    return REDLOCK_OK;
+}
+
+static int start_slot(redlock__mux *m, redlock__mux_slot *s, size_t bi, redlock__reply_fn fn,
+                      void *ud)
+{
+    redlock__conn *c = &s->mn->conn;
+    size_t i;
+    int rc;
+
+    /* A Sentinel node's connection to a former master is reopened by
+     * redlock__conn_open; what others still wait for on it is lost. */
+    if (c->state != REDLOCK__CONN_CLOSED && redlock__conn_outdated(c))
+        redlock__mux_node_failed(m, s->mn, REDLOCK_EIO, "the node's master changed");
+    if ((rc = redlock__conn_open(c)) != REDLOCK_OK)
+        return fail_slot(m, s, bi, rc, c->errmsg, fn, ud);
+    for (i = 0; i < s->batch->ncalls; i++)
+        if (send_call(s, i, 0) != REDLOCK_OK) {
+            /* Output queued without a reply owner would put the stream
+             * out of step: the connection goes, with this slot's calls. */
+            redlock__mux_node_failed(m, s->mn, REDLOCK_ENOMEM, "out of memory");
+            return fail_slot(m, s, bi, REDLOCK_ENOMEM, "out of memory", fn, ud);
+        }
+    return 0;
+}
+
+/* Hands the caller every reply the reader gave this slot. */
+static int drain(redlock__mux *m, redlock__mux_slot *s, size_t bi, redlock__reply_fn fn,
+                 void *ud)
+{
+    int stop = 0;
+
+    while (!s->done && s->head < s->got) {
+        redisReply *r = s->inbox[s->head];
+        size_t call = s->queue[s->head];
+
+        if (redlock__is_noscript(r) && s->batch->calls[call].script >= 0 && !s->eval[s->head]) {
+            /* The node lost its script cache (restart, SCRIPT FLUSH):
+             * resend the body once; the EVAL also reloads the cache. */
+            freeReplyObject(r);
+            s->head++;
+            if (send_call(s, call, 1) != REDLOCK_OK) {
+                redlock__mux_node_failed(m, s->mn, REDLOCK_ENOMEM, "out of memory");
+                return fail_slot(m, s, bi, REDLOCK_ENOMEM, "out of memory", fn, ud);
+            }
+            redlock__wait_notify(m);
+            continue;
+        }
+        s->head++;
+        stop |= fn(ud, bi, call, 0, NULL, r);
+        freeReplyObject(r);
+        if (!pending(s))
+            s->done = 1;
+        if (stop)
+            return stop;
+    }
+    if (!s->done && s->err)
+        return fail_slot(m, s, bi, s->err, s->errmsg, fn, ud);
+    return 0;
+}
+
+/*
+ * The caller stopped with this slot's calls unanswered. For a batch that
+ * asked, each becomes a ledger entry and is reported in flight: those the
+ * reader already received settle at once, the rest when their replies
+ * come (or the connection fails first).
+ */
+static void abandon(redlock__mux *m, redlock__mux_slot *s, size_t bi, redlock__reply_fn fn,
+                    void *ud)
+{
+    size_t left = pending(s), k;
+    uint64_t inline_tokens[2 * REDLOCK__MUX_INLINE];
+    uint64_t *tokens = NULL;
+    const uint64_t *later = NULL;
+    redlock__conn *c = &s->mn->conn;
+    /* Output the node has not taken: it is not reading its socket. */
+    int blocked = c->state == REDLOCK__CONN_READY && redlock__buf_pending(&c->out);
+
+    if (s->batch->report_in_flight && s->batch->tokens && !s->err && left > 0)
+        tokens = left <= 2 * REDLOCK__MUX_INLINE ? inline_tokens
+                                                 : malloc(left * sizeof(*tokens));
+    for (k = 0; tokens && k < left; k++)
+        tokens[k] = s->batch->tokens[s->queue[s->head + k]];
+    for (k = 0; tokens && k < left; k++)
+        fn(ud, bi, s->queue[s->head + k],
+           blocked ? REDLOCK__IN_FLIGHT_BLOCKED : REDLOCK__IN_FLIGHT, NULL, NULL);
+    if (tokens)
+        later = tokens + (s->got - s->head);
+    for (k = s->head; tokens && k < s->got; k++) {
+        redisReply *r = s->inbox[k];
+
+        if (m->hook && m->hook->fn)
+            m->hook->fn(m->hook->ud, tokens[k - s->head], !redlock__is_noscript(r),
+                        r->type == REDIS_REPLY_ERROR ? r->str : NULL);
+    }
+    drop_inbox(s);
+    detach(s, later);
+    if (tokens != inline_tokens)
+        free(tokens);
+    s->head = s->got = s->tail;
+    if (s->mn->tail - s->mn->head > MAX_OWED)
+        redlock__mux_node_failed(m, s->mn, REDLOCK_ETIMEOUT, "node too far behind");
+}
+
+static int init_slot(redlock__mux *m, redlock__mux_slot *s, const redlock__batch *b,
+                     const void *key, int64_t now)
+{
+    size_t cap = 2 * b->ncalls;
+
+    memset(s, 0, offsetof(redlock__mux_slot, inline_queue));
+    s->mn = &m->nodes[b->node];
+    s->batch = b;
+    s->key = key;
+    s->started = now;
+    s->queue = s->inline_queue;
+    s->eval = s->inline_eval;
+    s->inbox = s->inline_inbox;
+    if (cap > 2 * REDLOCK__MUX_INLINE) {
+        s->queue = malloc(cap * sizeof(*s->queue));
+        s->eval = malloc(cap);
+        s->inbox = malloc(cap * sizeof(*s->inbox));
+        if (!s->queue || !s->eval || !s->inbox) {
+            free_slot(s);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+int redlock__fanout_mux(redlock__mux *m, const redlock__batch *batches, size_t n,
+                        int connect_timeout_ms, redlock__reply_fn caller_fn, void *caller_ud)
+{
+    int64_t now = redlock__now_ns();
+    redlock__lingering lg = {caller_fn, caller_ud, now, INT64_MAX};
+    redlock__reply_fn fn = redlock__linger_fn;
+    void *ud = &lg;
+    redlock__mux_slot slots[REDLOCK__MAX_BATCHES];
+    int stop = 0;
+    size_t i;
+
+    if (n > REDLOCK__MAX_BATCHES)
+        return REDLOCK_EINVAL;
+    for (i = 0; i < n; i++) {
+        if (batches[i].node >= m->n_nodes || init_slot(m, &slots[i], &batches[i], slots, now)) {
+            while (i-- > 0)
+                free_slot(&slots[i]);
+            return redlock__fail(REDLOCK_ENOMEM, "out of memory");
+        }
+    }
+    for (i = 0; i < n; i++) {
+        if (batches[i].ncalls == 0)
+            slots[i].done = 1;
+        else if (!stop)
+            stop |= start_slot(m, &slots[i], i, fn, ud);
+    }
+    /* The reader writes for every operation that queued meanwhile. */
+    redlock__wait_notify(m);
+    while (!stop) {
+        int64_t next;
+        size_t active = 0;
+
+        for (i = 0; i < n && !stop; i++)
+            if (!slots[i].done)
+                stop |= drain(m, &slots[i], i, fn, ud);
+        now = redlock__now_ns();
+        if (stop || now >= lg.until)
+            break;
+        next = lg.until;
+        for (i = 0; i < n && !stop; i++) {
+            redlock__mux_slot *s = &slots[i];
+            const redlock__conn *c = &s->mn->conn;
+            int64_t d;
+
+            if (s->done)
+                continue;
+            d = redlock__batch_deadline(s->batch,
+                                        c->state != REDLOCK__CONN_READY || c->handshake != 0,
+                                        s->started, connect_timeout_ms);
+            if (now >= d) {
+                /* The reply may be in the socket, not yet read: the reader
+                 * runs after every fiber woken with it. */
+                redlock__mux_pump(m, s->mn);
+                stop |= drain(m, s, i, fn, ud);
+                if (!s->done && !stop)
+                    stop |= fail_slot(m, s, i, REDLOCK_ETIMEOUT, "no reply before the deadline",
+                                      fn, ud);
+                continue;
+            }
+            if (d < next)
+                next = d;
+            active++;
+        }
+        if (stop || active == 0)
+            break;
+        redlock__wait_poll_key(NULL, 0, next, slots);
+    }
+    for (i = 0; i < n; i++) {
+        if (!slots[i].done)
+            abandon(m, &slots[i], i, fn, ud);
+        free_slot(&slots[i]);
+    }
+    /* A closing reader waits for the last operation to let go. */
+    if (__atomic_load_n(&m->closing, __ATOMIC_ACQUIRE))
+        redlock__wait_notify(m);
+    return REDLOCK_OK;
+}

@@ -228,7 +228,6 @@ int redlock_loop_attach(redlock_client *c, redlock_socket_fn socket_fn,
     c->loop.destroy = destroy;
     c->loop.run_sync = redlock__loop_run_sync;
     c->loop.busy = busy;
-    start_mux(loop);
     /* Release messages: the subscriber runs as a task of its own. */
     if (c->net.pubsub && redlock__task_start(c, NULL, redlock__loop_subscriber_fn, NULL, 0, 0, 0,
                                              NULL, NULL) != REDLOCK_OK) {
@@ -236,6 +235,8 @@ int redlock_loop_attach(redlock_client *c, redlock_socket_fn socket_fn,
         free_unused(loop);
         return REDLOCK_ENOMEM;
     }
+    /* Last: attach cannot fail after it. */
+    start_mux(loop);
     loop->fd_events[loop->wake_fd] = REDLOCK_EV_READ;
     socket_fn(userdata, loop->wake_fd, REDLOCK_EV_READ);
     /* A pooled connection may also close outside a fiber (a blocking

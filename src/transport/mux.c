@@ -69,6 +69,10 @@ void redlock__mux_node_failed(redlock__mux *m, redlock__mux_node *mn, int err, c
 {
     size_t i;
 
+    /* The loop stops watching the fd before its number can be reused,
+     * whether or not the pool's closing hook is set. */
+    if (mn->conn.state != REDLOCK__CONN_CLOSED)
+        redlock__wait_fd_closing(mn->conn.fd);
     redlock__conn_close(&mn->conn);
     for (i = mn->head; i < mn->tail; i++) {
         redlock__mux_entry *e = &mn->q[i];
@@ -172,6 +176,11 @@ void redlock__mux_run(redlock__mux *m)
                 busy |= waited_on(mn);
             pfd[n].fd = c->fd;
             pfd[n].events = redlock__conn_events(c);
+            /* A ready connection with nothing to write waits to read: a
+             * TLS read that wanted a write retries on the next bytes in,
+             * rather than wake the reader on a writable socket for ever. */
+            if (c->state == REDLOCK__CONN_READY && !redlock__buf_pending(&c->out))
+                pfd[n].events = POLLIN;
             pfd[n].revents = 0;
             idx[n++] = i;
         }
@@ -198,6 +207,57 @@ void redlock__mux_run(redlock__mux *m)
         redlock__mux_node_failed(m, &m->nodes[i], REDLOCK_ECANCELED, "client closing");
     free(pfd);
     free(idx);
+}
+
+static size_t ledger_entries(const redlock__mux_node *mn)
+{
+    size_t i, n = 0;
+
+    for (i = mn->head; i < mn->tail; i++)
+        n += mn->q[i].owner == NULL && mn->q[i].token != 0;
+    return n;
+}
+
+size_t redlock__mux_drain(redlock__mux *m, int64_t deadline_ns)
+{
+    struct pollfd pfd[REDLOCK__MAX_BATCHES];
+    redlock__mux_node *who[REDLOCK__MAX_BATCHES];
+    size_t i, n, left;
+
+    /* A fiber leaves it to the reader; another thread may not touch it. */
+    if (!m || !redlock__mux_running(m) || redlock__wait_parks() ||
+        !pthread_equal(m->thread, pthread_self()))
+        return 0;
+    for (;;) {
+        left = n = 0;
+        for (i = 0; i < m->n_nodes && n < REDLOCK__MAX_BATCHES; i++) {
+            redlock__mux_node *mn = &m->nodes[i];
+            size_t k = ledger_entries(mn);
+
+            if (k == 0 || mn->conn.state == REDLOCK__CONN_CLOSED)
+                continue;
+            left += k;
+            pfd[n].fd = mn->conn.fd;
+            pfd[n].events = redlock__conn_events(&mn->conn);
+            pfd[n].revents = 0;
+            who[n++] = mn;
+        }
+        if (left == 0 || redlock__now_ns() >= deadline_ns)
+            return left;
+        if (redlock__wait_poll(pfd, n, deadline_ns) < 0 && errno != EINTR)
+            return left;
+        for (i = 0; i < n; i++) {
+            int rc;
+
+            if (!pfd[i].revents)
+                continue;
+            rc = redlock__conn_io(&who[i]->conn, pfd[i].revents);
+            if (rc != REDLOCK_OK)
+                redlock__mux_node_failed(m, who[i], rc, who[i]->conn.errmsg);
+            else
+                dispatch(m, who[i]);
+        }
+    }
 }
 
 void redlock__mux_close(redlock__mux *m)

@@ -49,6 +49,12 @@ void redlock__mux_free(redlock__mux *m);
  * whose reader runs, before redlock__mux_close(). */
 int redlock__mux_usable(const redlock__mux *m);
 
+/* Reads the replies that settle the mux's ledger entries until none is
+ * left or deadline_ns, and returns how many are left; for the loop's
+ * thread outside its fibers (redlock_client_flush()). Elsewhere it does
+ * nothing (the reader settles them) and returns 0. */
+size_t redlock__mux_drain(redlock__mux *m, int64_t deadline_ns);
+
 /* A fan-out with the semantics of redlock__fanout_conns (transport.h),
  * over m's shared connections. */
 int redlock__fanout_mux(redlock__mux *m, const redlock__batch *batches, size_t n,

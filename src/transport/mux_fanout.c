@@ -91,6 +91,50 @@ static int send_call(redlock__mux_slot *s, size_t call, int fallback)
     return REDLOCK_OK;
 }
 
+/* The node's connection, ready to take calls. A Sentinel node's
+ * connection to a former master goes first (what others wait for on it is
+ * lost); only a closed connection is opened, so redlock__conn_open never
+ * closes one behind the replies the mux expects on it. */
+static int open_node(redlock__mux *m, redlock__mux_node *mn)
+{
+    redlock__conn *c = &mn->conn;
+
+    if (c->state != REDLOCK__CONN_CLOSED && redlock__conn_outdated(c))
+        redlock__mux_node_failed(m, mn, REDLOCK_EIO, "the node's master changed");
+    if (c->state != REDLOCK__CONN_CLOSED)
+        return REDLOCK_OK;
+    return redlock__conn_open(c);
+}
+
+/*
+ * A slot let go of calls without their answers (a deadline, or the caller
+ * stopped). As with a pool connection (skip.c): one still being set up, or
+ * holding output the node has not taken that nobody tracks, is closed, so
+ * that what was never sent never goes out later; a late acquire sent after
+ * its abort was decided is what that prevents. Returns whether output the
+ * node has not taken is still queued (it stopped reading).
+ */
+static int let_go(redlock__mux *m, redlock__mux_node *mn, int tracked)
+{
+    redlock__conn *c = &mn->conn;
+
+    if (c->state == REDLOCK__CONN_CLOSED)
+        return 0;
+    /* Output queued since the reader last ran is normal: try it first. */
+    if (c->state == REDLOCK__CONN_READY && redlock__buf_pending(&c->out) &&
+        redlock__conn_io(c, 0) != REDLOCK_OK) {
+        redlock__mux_node_failed(m, mn, REDLOCK_EIO, c->errmsg);
+        return 0;
+    }
+    if (c->state != REDLOCK__CONN_READY || c->handshake ||
+        (!tracked && (redlock__buf_pending(&c->out) || c->tls_want_write))) {
+        redlock__mux_node_failed(m, mn, REDLOCK_ETIMEOUT,
+                                 "node not set up or not reading before the deadline");
+        return 0;
+    }
+    return redlock__buf_pending(&c->out) != 0;
+}
+
 static int start_slot(redlock__mux *m, redlock__mux_slot *s, size_t bi, redlock__reply_fn fn,
                       void *ud)
 {
@@ -98,11 +142,7 @@ static int start_slot(redlock__mux *m, redlock__mux_slot *s, size_t bi, redlock_
     size_t i;
     int rc;
 
-    /* A Sentinel node's connection to a former master is reopened by
-     * redlock__conn_open; what others still wait for on it is lost. */
-    if (c->state != REDLOCK__CONN_CLOSED && redlock__conn_outdated(c))
-        redlock__mux_node_failed(m, s->mn, REDLOCK_EIO, "the node's master changed");
-    if ((rc = redlock__conn_open(c)) != REDLOCK_OK)
+    if ((rc = open_node(m, s->mn)) != REDLOCK_OK)
         return fail_slot(m, s, bi, rc, c->errmsg, fn, ud);
     for (i = 0; i < s->batch->ncalls; i++)
         if (send_call(s, i, 0) != REDLOCK_OK) {
@@ -125,8 +165,15 @@ static int drain(redlock__mux *m, redlock__mux_slot *s, size_t bi, redlock__repl
         size_t call = s->queue[s->head];
 
         if (redlock__is_noscript(r) && s->batch->calls[call].script >= 0 && !s->eval[s->head]) {
+            int rc;
+
             /* The node lost its script cache (restart, SCRIPT FLUSH):
-             * resend the body once; the EVAL also reloads the cache. */
+             * resend the body once; the EVAL also reloads the cache. Not
+             * on a connection that failed meanwhile: the call fails. */
+            if (s->err)
+                break;
+            if ((rc = open_node(m, s->mn)) != REDLOCK_OK)
+                return fail_slot(m, s, bi, rc, s->mn->conn.errmsg, fn, ud);
             freeReplyObject(r);
             s->head++;
             if (send_call(s, call, 1) != REDLOCK_OK) {
@@ -162,11 +209,11 @@ static void abandon(redlock__mux *m, redlock__mux_slot *s, size_t bi, redlock__r
     uint64_t inline_tokens[2 * REDLOCK__MUX_INLINE];
     uint64_t *tokens = NULL;
     const uint64_t *later = NULL;
-    redlock__conn *c = &s->mn->conn;
+    int tracked = s->batch->report_in_flight && s->batch->tokens && left > 0;
     /* Output the node has not taken: it is not reading its socket. */
-    int blocked = c->state == REDLOCK__CONN_READY && redlock__buf_pending(&c->out);
+    int blocked = let_go(m, s->mn, tracked);
 
-    if (s->batch->report_in_flight && s->batch->tokens && !s->err && left > 0)
+    if (tracked && !s->err)
         tokens = left <= 2 * REDLOCK__MUX_INLINE ? inline_tokens
                                                  : malloc(left * sizeof(*tokens));
     for (k = 0; tokens && k < left; k++)
@@ -271,9 +318,11 @@ int redlock__fanout_mux(redlock__mux *m, const redlock__batch *batches, size_t n
                  * runs after every fiber woken with it. */
                 redlock__mux_pump(m, s->mn);
                 stop |= drain(m, s, i, fn, ud);
-                if (!s->done && !stop)
+                if (!s->done && !stop) {
                     stop |= fail_slot(m, s, i, REDLOCK_ETIMEOUT, "no reply before the deadline",
                                       fn, ud);
+                    let_go(m, s->mn, 0);
+                }
                 continue;
             }
             if (d < next)

@@ -592,7 +592,11 @@ static size_t net_drain(void *ctx, int64_t deadline_ns)
         left = drain_round(net, deadline_ns - now > DRAIN_ROUND_NS ? now + DRAIN_ROUND_NS
                                                                    : deadline_ns);
     } while (left > 0 && left != SIZE_MAX && redlock__now_ns() < deadline_ns);
-    return left == SIZE_MAX ? 0 : left;
+    if (left == SIZE_MAX)
+        left = 0;
+    /* A loop-driven client's calls left in flight wait on its shared
+     * connections instead. */
+    return left + redlock__mux_drain(__atomic_load_n(&net->mux, __ATOMIC_ACQUIRE), deadline_ns);
 }
 
 const redlock__transport_ops redlock__net_ops = {

@@ -445,7 +445,16 @@ typedef struct redlock_member {
  * Why a lock was lost: REDLOCK_ENOT_OWNER (our field vanished or someone
  * else holds the key on too many members), REDLOCK_ENO_QUORUM (too few
  * members answered before validity ran out) or REDLOCK_ETIMEOUT (the
- * watchdog_max_hold_ms cap was reached).
+ * watchdog_max_hold_ms cap was reached). A loss is reported before the
+ * hold's validity ends (REDLOCK_ENO_QUORUM up to one retry interval,
+ * lease/10 at most 500 ms, early), so the holder can stop in time. While
+ * the members still holding it keep others out (always after
+ * REDLOCK_ENO_QUORUM; after REDLOCK_ENOT_OWNER when fewer than a quorum
+ * lost our key, as for a MultiLock missing one member), they are released
+ * only once that validity has ended, or when the client is freed: never
+ * while the holder may still be acting; that release is already owed
+ * (redlock_client_flush() counts it) when this callback runs. Otherwise,
+ * and after REDLOCK_ETIMEOUT, they are released at once.
  *
  * Runs on the client's watchdog thread, never on a caller's thread, with
  * no library mutex held. It should return quickly (the tick waits for it);

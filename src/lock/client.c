@@ -321,6 +321,9 @@ void redlock_client_free(redlock_client *c)
         c->loop.destroy(c->loop.loop);
     /* The watchdog first, so nothing of the queue is in flight in a tick. */
     redlock__watchdog_stop(c);
+    /* Its locks are freed, so no holder can still be acting on a lost
+     * hold: a clean-up release held back for one goes now. */
+    redlock__retry_lift_holds(&c->retry, c->tp.ops->now_ns(c->tp.ctx));
     if (c->flush_timeout_ms >= 0)
         redlock__watchdog_flush(c, c->flush_timeout_ms);
     client_destroy(c);

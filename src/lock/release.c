@@ -191,7 +191,8 @@ static int on_simple_reply(void *ud, size_t batch, size_t call, int err,
 /* Hands members that did not answer to the background, so the caller
  * never waits on a dead node. */
 static size_t defer_unanswered(redlock_lock *l, const redlock__plan *p,
-                               const unsigned char *answered, int64_t give_up_ns)
+                               const unsigned char *answered, int64_t not_before_ns,
+                               int64_t give_up_ns)
 {
     size_t k, deferred = 0;
 
@@ -203,7 +204,7 @@ static size_t defer_unanswered(redlock_lock *l, const redlock__plan *p,
             continue;
         redlock__retry_queue(&l->client->retry, l->client->tp.ops->now_ns(l->client->tp.ctx),
                              l->members[m].node, p->calls[k].script, p->calls[k].nkeys,
-                             p->calls[k].argc, p->calls[k].argv, give_up_ns);
+                             p->calls[k].argc, p->calls[k].argv, not_before_ns, give_up_ns);
         deferred++;
     }
     return deferred;
@@ -296,7 +297,8 @@ static size_t send_or_defer(redlock_lock *l, simple_ctx *s, redlock__plan_fill f
     make_strict(&p);
     s->plan = &p;
     redlock__fanout(c, p.batches, p.nb, on_simple_reply, s);
-    deferred = defer_unanswered(l, &p, s->answered, now + give_up_ms * REDLOCK__NS_PER_MS);
+    deferred =
+        defer_unanswered(l, &p, s->answered, 0, now + give_up_ms * REDLOCK__NS_PER_MS);
     redlock__plan_free(&p);
     return deferred;
 }
@@ -419,6 +421,45 @@ static uint64_t *settle_at_quorum(redlock_lock *l, simple_ctx *s, redlock__plan 
     return tokens;
 }
 
+/* Plans a release of field on every member into *s and *p (request_id:
+ * 33 bytes of the caller's). On success the caller frees p, s->answered
+ * and s->gens. */
+static int plan_release(simple_ctx *s, redlock__plan *p, redlock_lock *l, const char *field,
+                        const redlock__gens *gens, int64_t lease_ms, int drop_all,
+                        char *request_id, int64_t now)
+{
+    redlock_client *c = l->client;
+    size_t m;
+    int rc;
+
+    memset(s, 0, sizeof(*s));
+    redlock__request_id(c, request_id);
+    s->l = l;
+    s->field = field;
+    s->request_id = request_id;
+    s->drop_all = drop_all ? "1" : "0";
+    s->answered = calloc(l->n, 1);
+    if (gens)
+        s->gens = calloc(l->n, sizeof(*s->gens));
+    if (!s->answered || (gens && !s->gens)) {
+        free(s->answered);
+        free(s->gens);
+        return redlock__fail(REDLOCK_ENOMEM, "out of memory");
+    }
+    for (m = 0; gens && m < l->n; m++)
+        redlock__gens_format(&gens[m], s->gens[m]);
+    redlock__fmt_i64(s->lease, sizeof(s->lease), lease_ms);
+    rc = redlock__plan_build(p, l, NULL, fill_release, s,
+                             now + redlock__node_timeout_ns(c, lease_ms));
+    if (rc) {
+        free(s->answered);
+        free(s->gens);
+        return rc;
+    }
+    s->plan = p;
+    return REDLOCK_OK;
+}
+
 int redlock__release_members(redlock_lock *l, const char *field, const redlock__gens *gens,
                              int64_t lease_ms, int drop_all, int at_quorum, int64_t give_up_ns,
                              int *released, int *decremented, int *not_held)
@@ -429,41 +470,19 @@ int redlock__release_members(redlock_lock *l, const char *field, const redlock__
     char request_id[33];
     int64_t now = c->tp.ops->now_ns(c->tp.ctx);
     uint64_t *tokens = NULL;
-    size_t m, deferred;
+    size_t deferred;
     int rc;
 
-    memset(&s, 0, sizeof(s));
-    redlock__request_id(c, request_id);
-    s.l = l;
-    s.field = field;
-    s.request_id = request_id;
-    s.drop_all = drop_all ? "1" : "0";
-    s.rep = redlock__report_begin(l);
-    s.answered = calloc(l->n, 1);
-    if (gens)
-        s.gens = calloc(l->n, sizeof(*s.gens));
-    if (!s.answered || (gens && !s.gens)) {
-        free(s.answered);
-        free(s.gens);
-        return redlock__fail(REDLOCK_ENOMEM, "out of memory");
-    }
-    for (m = 0; gens && m < l->n; m++)
-        redlock__gens_format(&gens[m], s.gens[m]);
-    redlock__fmt_i64(s.lease, sizeof(s.lease), lease_ms);
-    rc = redlock__plan_build(&p, l, NULL, fill_release, &s,
-                             now + redlock__node_timeout_ns(c, lease_ms));
-    if (rc) {
-        free(s.answered);
-        free(s.gens);
+    rc = plan_release(&s, &p, l, field, gens, lease_ms, drop_all, request_id, now);
+    if (rc)
         return rc;
-    }
-    s.plan = &p;
+    s.rep = redlock__report_begin(l);
     s.give_up_ns = give_up_ns;
     make_strict(&p);
     if (at_quorum)
         tokens = settle_at_quorum(l, &s, &p);
     redlock__fanout(c, p.batches, leave_silent_to_background(c, &p, s.rep), on_simple_reply, &s);
-    deferred = defer_unanswered(l, &p, s.answered, give_up_ns);
+    deferred = defer_unanswered(l, &p, s.answered, 0, give_up_ns);
     redlock__stat_add(&c->stats.background_releases, deferred);
     redlock__log(c, REDLOCK_LOG_DEBUG,
                  "lock '%.200s' release: %d released, %d still held (re-entered), %d not held, "
@@ -476,5 +495,31 @@ int redlock__release_members(redlock_lock *l, const char *field, const redlock__
     *released = s.ok;
     *decremented = s.other;
     *not_held = s.not_held;
+    return REDLOCK_OK;
+}
+
+int redlock__release_members_after(redlock_lock *l, const char *field,
+                                   const redlock__gens *gens, int64_t lease_ms,
+                                   int64_t not_before_ns, int64_t give_up_ns)
+{
+    redlock_client *c = l->client;
+    simple_ctx s;
+    redlock__plan p;
+    char request_id[33];
+    int64_t now = c->tp.ops->now_ns(c->tp.ctx);
+    size_t deferred;
+    int rc;
+
+    rc = plan_release(&s, &p, l, field, gens, lease_ms, 1, request_id, now);
+    if (rc)
+        return rc;
+    deferred = defer_unanswered(l, &p, s.answered, not_before_ns, give_up_ns);
+    redlock__stat_add(&c->stats.background_releases, deferred);
+    redlock__log(c, REDLOCK_LOG_DEBUG,
+                 "lock '%.200s' release held back %lld ms, until its validity ends",
+                 l->members[0].name, (long long)((not_before_ns - now) / REDLOCK__NS_PER_MS));
+    redlock__plan_free(&p);
+    free(s.answered);
+    free(s.gens);
     return REDLOCK_OK;
 }

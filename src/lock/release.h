@@ -37,4 +37,15 @@ int redlock__release_members(redlock_lock *l, const char *field, const redlock__
                              int64_t lease_ms, int drop_all, int at_quorum, int64_t give_up_ns,
                              int *released, int *decremented, int *not_held);
 
+/* The same release of every hold of field (drop_all), not sent before
+ * not_before_ns:
+ * every call goes to the background queue, due then. For a hold whose
+ * loss was declared while its validity still runs (the holder was told
+ * early so it can stop in time): releasing it at once would let another
+ * owner in while this holder may still act within the validity it was
+ * given. */
+int redlock__release_members_after(redlock_lock *l, const char *field,
+                                   const redlock__gens *gens, int64_t lease_ms,
+                                   int64_t not_before_ns, int64_t give_up_ns);
+
 #endif

@@ -85,7 +85,8 @@ static redlock__pending *new_pending(redlock__retry *r, int64_t now, size_t node
 }
 
 void redlock__retry_queue(redlock__retry *r, int64_t now, size_t node, int script, int nkeys,
-                          int argc, const char *const *argv, int64_t give_up_ns)
+                          int argc, const char *const *argv, int64_t not_before_ns,
+                          int64_t give_up_ns)
 {
     void (*wake)(void *);
     void *wake_ud;
@@ -93,6 +94,9 @@ void redlock__retry_queue(redlock__retry *r, int64_t now, size_t node, int scrip
 
     if (!p)
         return;
+    p->not_before_ns = not_before_ns;
+    if (p->next_try_ns < not_before_ns)
+        p->next_try_ns = not_before_ns;
     pthread_mutex_lock(&r->mu);
     p->next = r->pending;
     r->pending = p;
@@ -227,6 +231,10 @@ size_t redlock__retry_take(redlock__retry *r, int64_t now, int all,
             pp = &p->next;
             continue;
         }
+        if (p->not_before_ns > now) {
+            pp = &p->next;
+            continue;
+        }
         if (!all && probe_only) {
             if (due && probe)
                 probe[p->node] = 1;
@@ -315,6 +323,38 @@ void redlock__retry_heard(redlock__retry *r, size_t node)
     pthread_mutex_unlock(&r->mu);
     if (wake)
         wake(wake_ud);
+}
+
+int64_t redlock__retry_held_back_until(redlock__retry *r, int64_t now, size_t *count)
+{
+    int64_t until = INT64_MAX;
+    redlock__pending *p;
+
+    *count = 0;
+    pthread_mutex_lock(&r->mu);
+    for (p = r->pending; p; p = p->next) {
+        if (p->not_before_ns <= now)
+            continue;
+        (*count)++;
+        if (p->not_before_ns < until)
+            until = p->not_before_ns;
+    }
+    pthread_mutex_unlock(&r->mu);
+    return until;
+}
+
+void redlock__retry_lift_holds(redlock__retry *r, int64_t now)
+{
+    redlock__pending *p;
+
+    pthread_mutex_lock(&r->mu);
+    for (p = r->pending; p; p = p->next) {
+        if (p->not_before_ns <= now)
+            continue;
+        p->not_before_ns = 0;
+        p->next_try_ns = now;
+    }
+    pthread_mutex_unlock(&r->mu);
 }
 
 int64_t redlock__retry_next_due(redlock__retry *r)

@@ -24,6 +24,7 @@ typedef struct redlock__pending {
     char *argv[REDLOCK__MAX_CALL_ARGS];
     int64_t give_up_ns;
     int64_t next_try_ns;
+    int64_t not_before_ns;      /* never sent before (0: any time) */
     /* Parked: written to a live connection by a fan-out that did not wait
      * for the answer (a release settled at quorum). Not sent: kept until
      * the transport settles `token` (delivered: dropped; lost: an ordinary
@@ -55,9 +56,11 @@ void redlock__retry_init(redlock__retry *r, void (*wake)(void *), void *wake_ud)
 void redlock__retry_destroy(redlock__retry *r);
 
 /* Queues a script call to send until give_up_ns (the strings are copied);
- * its first try is after PENDING_RETRY_MS at the earliest. */
+ * its first try is after PENDING_RETRY_MS at the earliest, and never
+ * before not_before_ns (0: no such limit), not even by a flush. */
 void redlock__retry_queue(redlock__retry *r, int64_t now, size_t node, int script, int nkeys,
-                          int argc, const char *const *argv, int64_t give_up_ns);
+                          int argc, const char *const *argv, int64_t not_before_ns,
+                          int64_t give_up_ns);
 
 /* The sender (the watchdog thread) says when it will next look at the
  * queue by itself: before computing that (INT64_MAX), then the time. */
@@ -110,6 +113,15 @@ size_t redlock__retry_settle(redlock__retry *r, redlock__pending *taken,
 /* Something came back from node: its back-off ends and what is owed to it
  * may go at once. Cheap when the node was not backing off. */
 void redlock__retry_heard(redlock__retry *r, size_t node);
+
+/* The earliest not_before_ns still ahead of now among queued calls
+ * (INT64_MAX: none), and in *count how many such calls there are: a flush
+ * waits for them rather than send them early. */
+int64_t redlock__retry_held_back_until(redlock__retry *r, int64_t now, size_t *count);
+
+/* Makes every held-back call due at now: for the client's end, when no
+ * holder of its locks can still be acting. */
+void redlock__retry_lift_holds(redlock__retry *r, int64_t now);
 
 /* The next moment a queued call falls due (INT64_MAX: none). */
 int64_t redlock__retry_next_due(redlock__retry *r);

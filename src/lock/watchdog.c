@@ -14,6 +14,7 @@
 
 #include "core/error.h"
 #include "core/util.h"
+#include "core/wait.h"
 #include "lock/context.h"
 #include "lock/decide.h"
 #include "lock/facts.h"
@@ -312,11 +313,21 @@ static int on_tick_reply(void *ud, size_t batch, size_t call, int err, const cha
     return 0;
 }
 
+/* Whom to tell of a loss: told by the tick, outside the lock's mutex, so
+ * callbacks may use the lock. */
+typedef struct lost_notice {
+    redlock_on_lost_fn fn;
+    void *ud;
+    uint64_t owner;
+    int64_t valid_until;
+} lost_notice;
+
 /* Decides one hold after its renewals. Returns the loss reason, or 0; on
  * a loss, gens gets the hold's generations per member, taken with the
- * verdict so the clean-up release can only drop this hold. */
+ * verdict so the clean-up release can only drop this hold, and *notice
+ * whom to tell. */
 static int judge(redlock_client *c, held *h, int64_t t_tick, int64_t now,
-                 unsigned char *restore, redlock__gens *gens)
+                 unsigned char *restore, redlock__gens *gens, lost_notice *notice)
 {
     redlock_lock *l = h->l;
     int64_t lease_ns = h->lease_ms * REDLOCK__NS_PER_MS;
@@ -324,9 +335,6 @@ static int judge(redlock_client *c, held *h, int64_t t_tick, int64_t now,
     int64_t retry = lease_ns / 10 < 500 * REDLOCK__NS_PER_MS ? lease_ns / 10
                                                                : 500 * REDLOCK__NS_PER_MS;
     redlock__renewal r;
-    redlock_on_lost_fn notify = NULL;
-    void *ud = NULL;
-    uint64_t owner = 0;
     int reason = 0, margin_change = 0;
     size_t m;
 
@@ -374,13 +382,14 @@ static int judge(redlock_client *c, held *h, int64_t t_tick, int64_t now,
     if (reason) {
         for (m = 0; m < l->n; m++)
             gens[m] = l->members[m].gens;
-        owner = l->owner;
-        notify = l->state == REDLOCK__HELD ? l->on_lost : NULL;
-        ud = l->on_lost_ud;
+        notice->owner = l->owner;
+        notice->valid_until = l->validity_end_ns;
+        notice->fn = l->state == REDLOCK__HELD ? l->on_lost : NULL;
+        notice->ud = l->on_lost_ud;
         redlock__hold_mark_lost(l, reason);
     }
     pthread_mutex_unlock(&l->mu);
-    /* Logged and told outside l->mu, so callbacks may use this lock. */
+    /* Logged outside l->mu, like the notice. */
     if (margin_change > 0)
         redlock__log(c, REDLOCK_LOG_INFO,
                      "lock '%.200s' renewed on only %d of %zu members: one more failure and "
@@ -388,9 +397,23 @@ static int judge(redlock_client *c, held *h, int64_t t_tick, int64_t now,
     else if (margin_change < 0)
         redlock__log(c, REDLOCK_LOG_INFO, "lock '%.200s' renewed on %d of %zu members again",
                      l->members[0].name, h->genuine, l->n);
-    if (notify)
-        notify(ud, l, owner, reason);
     return reason;
+}
+
+/*
+ * Whether the clean-up release of a lost hold must wait for the end of
+ * the validity its holder was given. Until then the holder may still act:
+ * a loss for want of a quorum is declared up to a retry early so it can
+ * stop in time, and a loss to vanished or foreign keys is seen at a tick,
+ * up to two thirds of a lease early. Releasing at once would let another
+ * owner in meanwhile unless others can take a quorum anyway (enough members
+ * lost our key). The hold cap is the user's order to end the hold now.
+ */
+static int holder_still_excludes(const held *h, int reason)
+{
+    if (reason == REDLOCK_ENO_QUORUM)
+        return 1;
+    return reason == REDLOCK_ENOT_OWNER && h->other + h->vanished < h->l->quorum;
 }
 
 static void tick_free(tick *t)
@@ -497,18 +520,33 @@ void redlock__watchdog_tick(redlock_client *c)
         held *h = &t.held[i];
         unsigned char restore[REDLOCK__MAX_NODES] = {0};
         redlock__gens gens[REDLOCK__MAX_NODES];
-        int reason = judge(c, h, t_tick, now, restore, gens);
+        lost_notice notice = {0};
+        int reason = judge(c, h, t_tick, now, restore, gens, &notice);
         size_t m;
         int any = 0;
 
         if (reason) {
+            int64_t give_up = now + h->lease_ms * REDLOCK__NS_PER_MS;
             int a, b, d;
 
             redlock__watchdog_drop(h->l);
-            /* Release what is left so others need not wait for the lease. */
-            redlock__release_members(h->l, h->field, (const redlock__gens *)gens,
-                                     h->lease_ms, 1, 0,
-                                     now + h->lease_ms * REDLOCK__NS_PER_MS, &a, &b, &d);
+            /* Release what is left so others need not wait for the lease,
+             * but not before the validity the holder was given ends, while
+             * what is left still keeps others out (see above). That
+             * release is only queued, so the holder hears after it is owed
+             * (a flush from on_lost counts it); a release sent now waits
+             * for the nodes, so the holder hears first. */
+            if (holder_still_excludes(h, reason) && notice.valid_until > now) {
+                redlock__release_members_after(h->l, h->field, (const redlock__gens *)gens,
+                                               h->lease_ms, notice.valid_until, give_up);
+                if (notice.fn)
+                    notice.fn(notice.ud, h->l, notice.owner, reason);
+            } else {
+                if (notice.fn)
+                    notice.fn(notice.ud, h->l, notice.owner, reason);
+                redlock__release_members(h->l, h->field, (const redlock__gens *)gens,
+                                         h->lease_ms, 1, 0, give_up, &a, &b, &d);
+            }
             continue;
         }
         for (m = 0; m < h->l->n; m++)
@@ -570,15 +608,27 @@ int redlock__watchdog_flush(redlock_client *c, int timeout_ms)
     const redlock__transport_ops *ops = c->tp.ops;
     int64_t now = ops->now_ns(c->tp.ctx);
     int64_t deadline = now + (int64_t)timeout_ms * REDLOCK__NS_PER_MS;
-    size_t left = flush_pending(c, now, deadline);
+    size_t left = flush_pending(c, now, deadline), held_back;
+    int64_t next_held;
     uint64_t lost = redlock__retry_lost(&c->retry);
 
+    /* A clean-up release held back to the end of a lost hold's validity
+     * is worth waiting for while the deadline allows: it goes with the
+     * rest, never before its time. */
+    while ((next_held = redlock__retry_held_back_until(&c->retry, now, &held_back)) <= deadline) {
+        redlock__wait_until(redlock__now_ns() + (next_held - now));
+        now = ops->now_ns(c->tp.ctx);
+        if (now < next_held)
+            break; /* a clock that does not follow the real one */
+        left = flush_pending(c, now, deadline);
+    }
     if (redlock__retry_parked(&c->retry) && ops->drain) {
         ops->drain(c->tp.ctx, deadline);
         if (redlock__retry_lost(&c->retry) != lost && ops->now_ns(c->tp.ctx) < deadline)
             left = flush_pending(c, ops->now_ns(c->tp.ctx), deadline);
     }
-    left += redlock__retry_parked(&c->retry);
+    redlock__retry_held_back_until(&c->retry, ops->now_ns(c->tp.ctx), &held_back);
+    left += redlock__retry_parked(&c->retry) + held_back;
     if (left)
         return redlock__fail(REDLOCK_ETIMEOUT, "%zu calls still unanswered after %d ms", left,
                              timeout_ms);

@@ -188,6 +188,8 @@ typedef struct lost_probe {
     atomic_llong at_ms;
     _Atomic uint64_t owner;
     redlock_lock *_Atomic lock;
+    redlock_client *client;             /* set: note what was owed when told */
+    _Atomic uint64_t owed_when_told;    /* background releases queued by then */
 } lost_probe;
 
 static void on_lost(void *ud, redlock_lock *lock, uint64_t owner, int reason)
@@ -198,6 +200,8 @@ static void on_lost(void *ud, redlock_lock *lock, uint64_t owner, int reason)
     atomic_store(&p->owner, owner);
     atomic_store(&p->lock, lock);
     atomic_store(&p->at_ms, (long long)rig_now_ms());
+    if (p->client)
+        atomic_store(&p->owed_when_told, rig_stats(p->client).background_releases);
     atomic_fetch_add(&p->calls, 1);
 }
 
@@ -559,14 +563,25 @@ END_TEST
 /* ------------------------------------------------------------------------ */
 /* 6. The watchdog reports the loss of 3 of 5 members. */
 
+/* Waits up to limit_ms for the next watchdog tick to finish; nonzero if
+ * one did. */
+static int wait_for_tick(redlock_client *c, int64_t limit_ms)
+{
+    uint64_t ticks = rig_stats(c).watchdog_ticks;
+    int64_t t0 = rig_now_ms();
+
+    while (rig_stats(c).watchdog_ticks == ticks && rig_now_ms() - t0 < limit_ms)
+        rig_sleep_ms(1);
+    return rig_stats(c).watchdog_ticks > ticks;
+}
+
 START_TEST(test_watchdog_reports_loss)
 {
     redlock_client *c = client_with(100, WD_LEASE_MS, 0);
     lost_probe probe;
     char name[64];
     redlock_lock *l;
-    uint64_t ticks;
-    int64_t t0, t_del, detect;
+    int64_t t_del, detect;
     int held;
     size_t i;
 
@@ -578,11 +593,7 @@ START_TEST(test_watchdog_reports_loss)
 
     /* Delete right after a tick, so no tick sees only some of the three
      * gone (it would restore them: a genuine quorum still renewed). */
-    ticks = rig_stats(c).watchdog_ticks;
-    t0 = rig_now_ms();
-    while (rig_stats(c).watchdog_ticks == ticks && rig_now_ms() - t0 < 2 * WD_LEASE_MS)
-        rig_sleep_ms(1);
-    ck_assert_uint_gt(rig_stats(c).watchdog_ticks, ticks);
+    ck_assert(wait_for_tick(c, 2 * WD_LEASE_MS));
     for (i = 0; i < 3; i++)
         del_key(i, name);
     t_del = rig_now_ms();
@@ -611,6 +622,177 @@ START_TEST(test_watchdog_reports_loss)
     ck_assert_uint_eq(rig_stats(c).lost, 1);
     redlock_lock_free(l);
     redlock_client_free(c);
+}
+END_TEST
+
+/* The watchdog declares a loss up to a retry interval before validity
+ * ends, so the holder can stop in time; until then the holder may still
+ * act. Its clean-up release must wait for that end: released at once, the
+ * healthy members would let another owner in while this one still holds
+ * validity the library gave it. */
+#define HELD_BACK_LEASE_MS 3000
+
+/* Follows the validity the holder of l is given, as a careful holder
+ * does, until on_lost reports reason: returns when that validity ends
+ * (rig_now_ms() time). */
+static int64_t follow_until_lost(redlock_lock *l, lost_probe *probe, int reason)
+{
+    int64_t vend = 0, t0, early_ms;
+
+    t0 = rig_now_ms();
+    while (atomic_load(&probe->calls) == 0 && rig_now_ms() - t0 < 3 * HELD_BACK_LEASE_MS) {
+        int64_t ttl;
+
+        if (redlock_remaining_ttl(l, &ttl) == REDLOCK_OK && ttl > 0 &&
+            rig_now_ms() + ttl > vend)
+            vend = rig_now_ms() + ttl;
+        rig_sleep_ms(2);
+    }
+    ck_assert_int_eq(atomic_load(&probe->calls), 1);
+    ck_assert_int_eq(atomic_load(&probe->reason), reason);
+    early_ms = vend - atomic_load(&probe->at_ms);
+    fprintf(stderr, "loss reported %lld ms before validity ended\n", (long long)early_ms);
+    ck_assert_msg(early_ms >= 0, "loss reported %lld ms after validity ended",
+                  (long long)-early_ms);
+    return vend;
+}
+
+/* Takes a watchdog hold through l, freezes three of the five members and
+ * follows the holder's validity until the loss. */
+static int64_t lose_for_want_of_quorum(redlock_lock *l, lost_probe *probe)
+{
+    size_t i;
+
+    redlock_lock_set_on_lost(l, on_lost, probe);
+    ck_assert_int_eq(redlock_try_lock(l), REDLOCK_OK);
+    for (i = 0; i < 3; i++)
+        ck_assert_int_eq(rig_node("freeze", i), 0);
+    return follow_until_lost(l, probe, REDLOCK_ENO_QUORUM);
+}
+
+/* Until validity ends the members 'from' onwards still hold name: a check
+ * that finished before then saw the key. Then they are released, long
+ * before the keys would expire. */
+static void held_until_validity_ends(const char *name, size_t from, int64_t vend)
+{
+    int64_t t0, gone_after;
+    size_t i;
+    int any = 1;
+
+    while (rig_now_ms() < vend) {
+        for (i = from; i < N_NODES; i++) {
+            int there = key_exists(i, name);
+            int64_t checked = rig_now_ms();
+
+            ck_assert_msg(there || checked >= vend,
+                          "member %zu released %lld ms before the lost hold's validity ended",
+                          i, (long long)(vend - checked));
+        }
+        rig_sleep_ms(5);
+    }
+    t0 = rig_now_ms();
+    while (any && rig_now_ms() - t0 < HELD_BACK_LEASE_MS / 2) {
+        for (any = 0, i = from; i < N_NODES; i++)
+            any |= key_exists(i, name);
+        if (any)
+            rig_sleep_ms(10);
+    }
+    gone_after = rig_now_ms() - vend;
+    fprintf(stderr, "members released %lld ms after validity ended\n", (long long)gone_after);
+    ck_assert_msg(!any, "members not released %lld ms after validity ended",
+                  (long long)gone_after);
+}
+
+static int healthy_members_hold(const char *name)
+{
+    return key_exists(3, name) || key_exists(4, name);
+}
+
+START_TEST(test_loss_release_waits_for_validity)
+{
+    redlock_client *c = client_with(100, HELD_BACK_LEASE_MS, 0);
+    lost_probe probe;
+    char name[64];
+    redlock_lock *l;
+    int64_t vend;
+    uint64_t owed_when_told;
+    size_t i;
+
+    memset(&probe, 0, sizeof(probe));
+    probe.client = c;
+    rig_unique_name(name, sizeof(name), "q", "heldback");
+    l = lock_with_quorum(c, name, 0);
+    vend = lose_for_want_of_quorum(l, &probe);
+    /* Owed, not yet sendable, from the moment the holder is told (a flush
+     * it makes at once must count the release): a flush with no time to
+     * wait says so. */
+    owed_when_told = atomic_load(&probe.owed_when_told);
+    ck_assert_msg(owed_when_told == N_NODES,
+                  "%llu of %d releases were owed when the holder was told of the loss",
+                  (unsigned long long)owed_when_told, N_NODES);
+    ck_assert_int_eq(redlock_client_flush(c, 0), REDLOCK_ETIMEOUT);
+    held_until_validity_ends(name, 3, vend);
+    /* Thawed, the frozen members take their part too, and nothing stays
+     * owed. */
+    for (i = 0; i < 3; i++)
+        ck_assert_int_eq(rig_node("thaw", i), 0);
+    ck_assert_int_eq(redlock_client_flush(c, 3000), REDLOCK_OK);
+    ck_assert_int_eq(redlock_unlock(l), REDLOCK_ELOST);
+    redlock_lock_free(l);
+    redlock_client_free(c);
+}
+END_TEST
+
+/* A lock that needs every member is lost when one member's key vanishes,
+ * but nobody else can take it while the other four still hold it: their
+ * release waits for the holder's validity to end as well. (With a
+ * majority quorum and three keys gone, test_watchdog_reports_loss: others
+ * can take it anyway, and what is left is released at once.) */
+START_TEST(test_multilock_loss_release_waits_for_validity)
+{
+    redlock_client *c = client_with(100, HELD_BACK_LEASE_MS, 0);
+    lost_probe probe;
+    char name[64];
+    redlock_lock *l;
+    int64_t vend;
+
+    memset(&probe, 0, sizeof(probe));
+    rig_unique_name(name, sizeof(name), "q", "allheld");
+    l = lock_with_quorum(c, name, REDLOCK_QUORUM_ALL);
+    redlock_lock_set_on_lost(l, on_lost, &probe);
+    ck_assert_int_eq(redlock_try_lock(l), REDLOCK_OK);
+    wait_for_tick(c, 2 * HELD_BACK_LEASE_MS);
+    del_key(0, name);
+    vend = follow_until_lost(l, &probe, REDLOCK_ENOT_OWNER);
+    held_until_validity_ends(name, 1, vend);
+    ck_assert_int_eq(redlock_unlock(l), REDLOCK_ELOST);
+    redlock_lock_free(l);
+    redlock_client_free(c);
+}
+END_TEST
+
+/* A client freed right after such a loss has no holder left that could be
+ * acting: the held-back release goes out with its last flush, not lost
+ * with the client (the keys would stay for a whole lease). */
+START_TEST(test_client_free_sends_held_back_release)
+{
+    redlock_client *c = client_with(100, HELD_BACK_LEASE_MS, 0);
+    lost_probe probe;
+    char name[64];
+    redlock_lock *l;
+    int64_t vend, freed;
+
+    memset(&probe, 0, sizeof(probe));
+    rig_unique_name(name, sizeof(name), "q", "freeheld");
+    l = lock_with_quorum(c, name, 0);
+    vend = lose_for_want_of_quorum(l, &probe);
+    ck_assert_int_eq(redlock_unlock(l), REDLOCK_ELOST);
+    redlock_lock_free(l);
+    redlock_client_free(c);
+    freed = rig_now_ms();
+    ck_assert_msg(!healthy_members_hold(name),
+                  "healthy members still hold the lock after redlock_client_free() "
+                  "(%lld ms before its validity ended)", (long long)(vend - freed));
 }
 END_TEST
 
@@ -1085,6 +1267,9 @@ int main(void)
     ADD_CASE(s, test_unlock_two_frozen);
     ADD_CASE(s, test_watchdog_survives_restart);
     ADD_CASE(s, test_watchdog_reports_loss);
+    ADD_CASE(s, test_loss_release_waits_for_validity);
+    ADD_CASE(s, test_client_free_sends_held_back_release);
+    ADD_CASE(s, test_multilock_loss_release_waits_for_validity);
     ADD_CASE(s, test_two_clients_contend);
     ADD_CASE(s, test_multilock_names);
     ADD_CASE(s, test_validity);

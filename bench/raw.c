@@ -368,7 +368,8 @@ int64_t raw_floor_acquire(raw_floor *f)
     send_all(f, format_script(f, sc, args));
     for (i = 0; i < f->n; i++) {
         raw_read(&f->conns[i], &r);
-        if (r.type != '*')
+        /* Granted: the bare generation (no token asked for). */
+        if (r.type != '$')
             bench_die("floor acquire on node %zu: not granted (%c %lld %s)", i, r.type,
                       r.integer, r.text);
     }

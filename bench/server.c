@@ -222,13 +222,33 @@ static void *work(void *arg)
     return NULL;
 }
 
-static long run_threads(const bench_args *a, redlock_client *c, int library, int threads,
-                        double seconds, int64_t *wall_ns)
+/* CPU of this process and of the servers, seconds, summed over chunks. */
+typedef struct cpu_split {
+    double client_s, server_s;
+} cpu_split;
+
+static void cpu_now(probe *p, double *client_s, double *server_s)
+{
+    double u, sy;
+    size_t i;
+
+    bench_cpu(&u, &sy);
+    *client_s = u + sy;
+    *server_s = 0;
+    for (i = 0; i < p->n; i++)
+        *server_s += bench_server_cpu_s(&p->conns[i]);
+}
+
+static long run_threads(const bench_args *a, probe *p, redlock_client *c, int library,
+                        int threads, double seconds, int64_t *wall_ns, cpu_split *cpu)
 {
     worker *w = calloc((size_t)threads, sizeof(*w));
+    double c0, s0, c1, s1;
     int64_t t0 = bench_now_ns();
     long total = 0;
     int i;
+
+    cpu_now(p, &c0, &s0);
 
     if (!w)
         bench_die("out of memory");
@@ -243,14 +263,24 @@ static long run_threads(const bench_args *a, redlock_client *c, int library, int
         total += w[i].cycles;
     }
     *wall_ns += bench_now_ns() - t0;
+    cpu_now(p, &c1, &s1);
+    cpu->client_s += c1 - c0;
+    cpu->server_s += s1 - s0;
     free(w);
     return total;
 }
 
-static void threads16(const bench_args *a, int threads, double seconds, long rounds)
+static void put_cpu(bench_json *j, const cpu_split *cpu, long cycles)
+{
+    bench_json_num(j, "client_cpu_us_per_cycle", cpu->client_s * 1e6 / (double)cycles);
+    bench_json_num(j, "server_process_cpu_us_per_cycle", cpu->server_s * 1e6 / (double)cycles);
+}
+
+static void threads16(const bench_args *a, probe *p, int threads, double seconds, long rounds)
 {
     redlock_options o = {0};
     redlock_client *c;
+    cpu_split lib_cpu = {0, 0}, flo_cpu = {0, 0};
     int64_t lib_ns = 0, flo_ns = 0;
     long lib = 0, flo = 0, r;
     double ratio;
@@ -262,8 +292,8 @@ static void threads16(const bench_args *a, int threads, double seconds, long rou
     o.node_timeout_ms = 2000;
     c = bench_client(a, 5, &o);
     for (r = 0; r < rounds; r++) {
-        flo += run_threads(a, NULL, 0, threads, seconds, &flo_ns);
-        lib += run_threads(a, c, 1, threads, seconds, &lib_ns);
+        flo += run_threads(a, p, NULL, 0, threads, seconds, &flo_ns, &flo_cpu);
+        lib += run_threads(a, p, c, 1, threads, seconds, &lib_ns, &lib_cpu);
     }
     redlock_client_free(c);
     ratio = ((double)lib / lib_ns) / ((double)flo / flo_ns);
@@ -275,9 +305,11 @@ static void threads16(const bench_args *a, int threads, double seconds, long rou
     bench_json_num(&j, "seconds", seconds * (double)rounds);
     bench_json_end_obj(&j);
     bench_json_num(&j, "ops_per_s", (double)lib / ((double)lib_ns / 1e9));
+    put_cpu(&j, &lib_cpu, lib);
     bench_json_obj(&j, "baseline");
     bench_json_str(&j, "name", "Redisson floor, one thread and socket set per name, same run");
     bench_json_num(&j, "ops_per_s", (double)flo / ((double)flo_ns / 1e9));
+    put_cpu(&j, &flo_cpu, flo);
     bench_json_end_obj(&j);
     bench_json_obj(&j, "ratio");
     bench_json_num(&j, "ops_library_over_floor", ratio);
@@ -310,7 +342,7 @@ int main(int argc, char **argv)
         raw_connect(&p.conns[i], a.hosts[i], a.ports[i], a.user, a.pass);
     cost(&a, &p, 1, cycles, rounds);
     cost(&a, &p, 5, cycles, rounds);
-    threads16(&a, (int)threads, seconds, rounds / 2 > 0 ? rounds / 2 : 1);
+    threads16(&a, &p, (int)threads, seconds, rounds / 2 > 0 ? rounds / 2 : 1);
     for (i = 0; i < p.n; i++)
         raw_close(&p.conns[i]);
     return 0;

@@ -30,11 +30,14 @@
 -- as held by another owner.
 --
 -- Returns
---   {token, generation}  acquired or re-entered (count + 1, lease reset).
---                token: with KEYS[3], a fresh grant's candidate
---                max(stored + 1, node time in us); 0 for a re-entry or
---                without KEYS[3]. generation: ARGV[3] for a fresh grant; a
---                re-entry keeps the hold's own ("" if the hold has none)
+--   generation   acquired or re-entered (count + 1, lease reset) with no
+--                token: a re-entry, or a grant without KEYS[3]. A fresh
+--                grant's generation is ARGV[3]; a re-entry keeps the hold's
+--                own ("" if the hold has none). A bare string, not a table:
+--                converting a table reply costs the server more than
+--                the rest of a fresh grant's Lua
+--   {token, generation}  a fresh grant with KEYS[3] (or its replay): token
+--                is the candidate max(stored + 1, node time in us)
 --   integer >= 0 or -1   held by another owner: its PTTL
 --   -3           this request was cancelled (by abort.lua or release.lua
 --                before it ran), or it is a late copy of a fresh acquire
@@ -70,18 +73,17 @@ if redis.call('exists', KEYS[1], KEYS[2], writer_mark) > 0 then
         local gen = string.match(v, '^[^,]*')
         if gen == ARGV[3] then
             -- A replay of the fresh grant that made this hold.
-            local t = 0
-            if #KEYS >= 3 then t = tonumber(redis.call('get', KEYS[3]) or '0') end
-            return {t, gen}
+            if #KEYS < 3 then return gen end
+            return {tonumber(redis.call('get', KEYS[3]) or '0'), gen}
         end
         local seq = string.sub(ARGV[3], 1, 12)
-        if string.find(v .. ',', ',' .. seq .. ',', 1, true) then return {0, gen} end
+        if string.find(v .. ',', ',' .. seq .. ',', 1, true) then return gen end
         if ARGV[4] ~= '1' then
             local rest = string.sub(v, #gen + 1) .. ',' .. seq
             if #rest > 52 then rest = string.sub(rest, -52) end
             redis.call('hset', KEYS[1], ARGV[2], tonumber(h[1]) + 1, genf, gen .. rest)
             redis.call('pexpire', KEYS[1], ARGV[1])
-            return {0, gen}
+            return gen
         end
         -- The client holds nothing, so our field here is not a hold to re-enter.
         -- An older generation is a leftover of an earlier attempt or hold whose
@@ -100,7 +102,7 @@ if redis.call('exists', KEYS[1], KEYS[2], writer_mark) > 0 then
 end
 redis.call('hset', KEYS[1], ARGV[2], 1, genf, ARGV[3])
 redis.call('pexpire', KEYS[1], ARGV[1])
-if #KEYS < 3 then return {0, ARGV[3]} end
+if #KEYS < 3 then return ARGV[3] end
 local stored = tonumber(redis.call('get', KEYS[3]) or '0')
 local now = redis.call('time')
 local token = math.max(stored + 1, tonumber(now[1]) * 1000000 + tonumber(now[2]))

@@ -349,10 +349,11 @@ static int gen_well_formed(const redisReply *g)
 }
 
 /*
- * acquire.lua: {token} or {token, gen} when granted (token 0 unless a
- * fenced fresh hold), the holder's PTTL when busy. A nil grant, from an
- * acquire that reports no generation, is accepted when not fenced: the
- * hold's generation is then the request's, as if fresh.
+ * acquire.lua: gen (a bare string) when granted without a token, {token}
+ * or {token, gen} when granted with one (a fenced fresh hold; the other
+ * acquire scripts send {0, gen} too), the holder's PTTL when busy. A nil
+ * grant, from an acquire that reports no generation, is accepted when not
+ * fenced: the hold's generation is then the request's, as if fresh.
  */
 void redlock__parse_acquire(const redisReply *r, int fenced, redlock__script_reply *out)
 {
@@ -360,6 +361,18 @@ void redlock__parse_acquire(const redisReply *r, int fenced, redlock__script_rep
         return;
     if (r->type == REDIS_REPLY_NIL && !fenced) {
         out->kind = REDLOCK__REPLY_GRANTED;
+        return;
+    }
+    /* A grant with no token (a re-entry, or unfenced): its generation. */
+    if (r->type == REDIS_REPLY_STRING) {
+        if (!gen_well_formed(r)) {
+            malformed(out, "unexpected generation in an acquire reply");
+            return;
+        }
+        out->kind = REDLOCK__REPLY_GRANTED;
+        out->token = 0;
+        out->gen = r->str;
+        out->gen_len = r->len;
         return;
     }
     if (r->type == REDIS_REPLY_ARRAY && (r->elements == 1 || r->elements == 2) &&

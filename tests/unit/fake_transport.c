@@ -571,14 +571,14 @@ static void run_acquire(sx *s)
             /* A replay of the fresh grant that made this hold. */
             const char *stored = fenced ? get_str(s, key_at(s, 3)) : NULL;
 
-            rb_array(s->out, 2);
-            rb_int(s->out, stored ? atoll(stored) : 0);
+            if (fenced) {
+                rb_array(s->out, 2);
+                rb_int(s->out, stored ? atoll(stored) : 0);
+            }
             rb_bulk(s->out, gen);
             return;
         }
         if (seen_seq(v, seq)) {
-            rb_array(s->out, 2);
-            rb_int(s->out, 0);
             rb_bulk(s->out, gen);
             return;
         }
@@ -587,8 +587,6 @@ static void run_acquire(sx *s)
             set_count(e, owner, atoll(count->value) + 1);
             hset(e, genf, buf);
             pexpire(s, name, atoll(lease));
-            rb_array(s->out, 2);
-            rb_int(s->out, 0);
             rb_bulk(s->out, gen);
             return;
         }
@@ -621,9 +619,9 @@ static void run_acquire(sx *s)
             token = now_us;
         snprintf(buf, sizeof(buf), "%llu", token);
         set_string(s->f, s->nd, key_at(s, 3), buf, 0);
+        rb_array(s->out, 2);
+        rb_int(s->out, (long long)token);
     }
-    rb_array(s->out, 2);
-    rb_int(s->out, (long long)token);
     rb_bulk(s->out, request);
 }
 

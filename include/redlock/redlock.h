@@ -296,6 +296,11 @@ REDLOCK_EXTERN void redlock_client_free(redlock_client *client);
  * the same timeout. When redlock_client_free() closes the connections,
  * what is still unanswered there stays with the node (it applies what it
  * had received). redlock_client_free() calls this with flush_timeout_ms.
+ * A clean-up release held back until a lost hold's validity ends (see
+ * redlock_on_lost_fn) is never sent early: the call sleeps until then if
+ * that falls within timeout_ms, and counts it as unanswered otherwise. On
+ * a loop-driven client's thread that sleep does not drive the loop (nor
+ * does the rest of the wait): pass a short timeout there.
  * Returns REDLOCK_OK when nothing is owed any more, REDLOCK_ETIMEOUT if some
  * calls are still unanswered, REDLOCK_EINVAL. Thread-safe.
  */

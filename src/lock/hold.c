@@ -107,13 +107,17 @@ int redlock__hold_record(redlock_lock *l, uint64_t owner, const char *field, int
     size_t m;
 
     /* A member that answered says which hold it granted or re-entered. One
-     * that did not may still grant afresh with this request's id, or
-     * re-enter a hold of ours left there (an earlier hold whose release has
-     * not reached it yet): its release may carry any of these. Older ids
-     * never name a newer hold, so keeping them is safe. */
+     * that did not may still grant afresh with this request's id. A re-entry
+     * there may instead re-enter the hold we know of, or a leftover of an
+     * earlier one whose release has not reached it yet: its release may
+     * carry any of these (older ids never name a newer hold, so keeping
+     * them is safe). A fresh request replaces such leftovers instead, and
+     * their own releases carry their ids: its hold needs this id alone. */
     for (m = 0; m < l->n; m++) {
         if (res->gen_reported[m])
             redlock__gens_set(&l->members[m].gens, res->gens[m]);
+        else if (res->fresh)
+            redlock__gens_set(&l->members[m].gens, res->request_id);
         else
             redlock__gens_add(&l->members[m].gens, res->request_id);
     }

@@ -225,6 +225,10 @@ typedef struct redlock__attempt_result {
     int permanent;       /* members refusing for good (auth, TLS, config) */
     int permanent_err;   /* the code of one such refusal */
     redlock__gen request_id; /* the generation of the fresh grants it made */
+    /* Sent as fresh (the client held nothing through this owner): every
+     * acquire script then replaces an older hold of ours, never re-enters
+     * it, so a grant here can only carry request_id. */
+    int fresh;
     /* Per member, the generation of the hold it granted or re-entered, as
      * the member reported it ("" for a hold without one), if it did. */
     redlock__gen gens[REDLOCK__MAX_NODES];

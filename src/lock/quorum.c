@@ -364,6 +364,7 @@ int redlock__attempt(redlock_lock *l, const char *field, int64_t lease_ms, int r
     a.field = field;
     a.request_id = request_id;
     a.fresh_only = reentry ? "0" : "1";
+    res->fresh = !reentry;
     a.res = res;
     a.min_pttl_ms = -1;
     redlock__fmt_i64(a.lease, sizeof(a.lease), lease_ms);

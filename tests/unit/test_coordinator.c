@@ -957,6 +957,39 @@ START_TEST(reentry_learns_generation_of_fresh_member)
 }
 END_TEST
 
+/* A fresh acquire replaces any older hold of ours it finds (acquire.lua),
+ * so on a member that had not answered when the acquire decided, the new
+ * hold can only carry this request's generation. Its release names that
+ * one alone: the earlier holds' generations would only lengthen every
+ * release and keep it off release.lua's short path. */
+START_TEST(fresh_hold_forgets_earlier_generations)
+{
+    redlock_options o = opts_timeout(100);
+    size_t before = 0, m;
+    int round;
+    env e;
+
+    env_open(&e, 5, &o, NULL);
+    fake_set_script(e.f, 3, REDLOCK__SCRIPT_ACQUIRE, FAKE_REPLY, 50);
+    fake_set_script(e.f, 4, REDLOCK__SCRIPT_ACQUIRE, FAKE_REPLY, 60);
+    for (round = 0; round < 5; round++) {
+        ck_assert_int_eq(redlock_acquire_as(e.l, OWNER, 0, 10000), REDLOCK_OK);
+        before = fake_ncalls(e.f);
+        ck_assert_int_eq(redlock_unlock_as(e.l, OWNER), REDLOCK_OK);
+        fake_advance_ms(e.f, 100);
+    }
+    for (m = 3; m < 5; m++) {
+        fake_call release = call_at(e.f, fake_find(e.f, before, (int)m, REDLOCK__SCRIPT_RELEASE));
+        const char *gens = release.argv[release.argc - 1];
+
+        ck_assert_msg(strlen(gens) == REDLOCK__GEN_LEN && !strchr(gens, ','),
+                      "member %zu: the fifth release names generations '%s'", m, gens);
+    }
+    assert_released_everywhere(&e);
+    env_close(&e);
+}
+END_TEST
+
 /* A hold without a recorded generation (as Redisson writes it) is released
  * like any other hold of the owner. */
 START_TEST(release_of_hold_without_generation)
@@ -2009,6 +2042,7 @@ int main(void)
     add(s, "release", late_release_spares_newer_hold_of_same_owner);
     add(s, "release", release_of_hold_without_generation);
     add(s, "release", reentry_learns_generation_of_fresh_member);
+    add(s, "release", fresh_hold_forgets_earlier_generations);
     add(s, "release", generation_list_round_trip);
     add(s, "watchdog", watchdog_renews_on_quorum);
     add(s, "watchdog", watchdog_loss_when_keys_vanish);

@@ -542,7 +542,10 @@ REDLOCK_EXTERN void redlock_lock_set_on_lost(redlock_lock *lock,
  * even with wait_ms < 0), REDLOCK_EAUTH / REDLOCK_ETLS / REDLOCK_ECONFIG
  * (members refusing for good leave fewer than a quorum: ends at once; a
  * lone refusing member among enough healthy ones is logged once, as a
- * warning), REDLOCK_ECANCELED (redlock_client_cancel(), redlock_acquire_cancel()), REDLOCK_EINVAL,
+ * warning), REDLOCK_ECANCELED (redlock_client_cancel(), redlock_acquire_cancel()),
+ * REDLOCK_ELOST (a re-entry whose hold the watchdog found lost while the
+ * attempt was in flight: what the attempt granted is undone, and the
+ * outer hold's redlock_unlock() reports REDLOCK_ELOST too), REDLOCK_EINVAL,
  * REDLOCK_ECLOSED. While waiting, a waiter
  * is woken by the release message of any member and otherwise retries when
  * the holder's TTL runs out or after a random delay. Called right after

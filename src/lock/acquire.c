@@ -18,23 +18,33 @@
 #include "lock/hold.h"
 #include "lock/keys.h"
 #include "lock/quorum.h"
+#include "lock/release.h"
 #include "lock/watchdog.h"
 #include "lock/internal.h"
 
-static void hold_acquired(redlock_lock *l, uint64_t owner, const char *field,
-                          int64_t lease_ms, int watchdog,
-                          const redlock__attempt_result *res)
+/* Records a granted attempt; 0 when it was a re-entry of a hold that
+ * ended while the attempt was in flight (lost to the watchdog): its
+ * grants are not a hold of their own, and the clean-up of the lost hold
+ * may already have dropped them. */
+static int hold_acquired(redlock_lock *l, uint64_t owner, const char *field,
+                         int64_t lease_ms, int watchdog,
+                         const redlock__attempt_result *res)
 {
     redlock_client *c = l->client;
     int listed;
 
     pthread_mutex_lock(&l->mu);
+    if (!res->fresh && !(l->state == REDLOCK__HELD && l->owner == owner)) {
+        pthread_mutex_unlock(&l->mu);
+        return 0;
+    }
     listed = redlock__hold_record(l, owner, field, lease_ms, watchdog, res,
                                   c->tp.ops->now_ns(c->tp.ctx));
     pthread_mutex_unlock(&l->mu);
     if (listed)
         redlock__watchdog_add(l);
     redlock__stat_add(&c->stats.acquired, 1);
+    return 1;
 }
 
 /* Waiting is bounded by the caller's deadline; between attempts a waiter
@@ -238,8 +248,18 @@ static int attempt_once(acquire *a)
                                                     : 0,
                           a->ticketed ? a->ticket : NULL, &a->res);
     a->attempt_ns = now_of(a) - before;
+    if (rc == REDLOCK_OK &&
+        !hold_acquired(l, a->owner, a->field, a->lease_ms, a->watchdog, &a->res)) {
+        unsigned char every[REDLOCK__MAX_NODES];
+
+        /* Undone wherever the clean-up has not dropped it already. */
+        memset(every, 1, sizeof(every));
+        redlock__abort_members(l, a->field, a->res.request_id, a->lease_ms, every);
+        return redlock__fail(REDLOCK_ELOST,
+                             "lock '%s': the hold being re-entered was lost meanwhile",
+                             redlock_lock_name(l));
+    }
     if (rc == REDLOCK_OK) {
-        hold_acquired(l, a->owner, a->field, a->lease_ms, a->watchdog, &a->res);
         redlock__stats_observe_acquire(a->c, now_of(a) - a->start_ns);
         if (a->busy_seen)
             redlock__stats_observe_handoff(a->c, now_of(a) - a->handoff_from_ns);

@@ -1353,6 +1353,65 @@ START_TEST(watchdog_loss_spares_hold_taken_again)
 }
 END_TEST
 
+/* A re-entry in flight when the watchdog ends the hold (here the hold cap,
+ * whose clean-up release goes out at once) must not come back as a new
+ * hold: the clean-up drops what it re-entered, so its caller would be
+ * told it holds the lock while no member holds it. It reports the loss
+ * instead, and what it granted is undone. The log line of the re-entry's
+ * decided attempt is the moment between its grant and its record. */
+typedef struct loss_mid_reentry {
+    env *e;
+    int armed, fired;
+} loss_mid_reentry;
+
+static void end_hold_after_attempt(void *ud, redlock_log_level level, const char *message)
+{
+    loss_mid_reentry *x = ud;
+
+    (void)level;
+    if (!x->armed || x->fired || !strstr(message, " attempt ") || !strstr(message, "acquired"))
+        return;
+    x->fired = 1;
+    fake_advance_ms(x->e->f, 2000); /* past the hold cap and a renewal */
+    redlock__watchdog_tick(x->e->c);
+}
+
+START_TEST(reentry_during_loss_is_undone)
+{
+    redlock_options o = opts_watchdog(3000);
+    loss_mid_reentry x = {0};
+    lost_log lost = {0};
+    int held = 1;
+    env e;
+
+    o.watchdog_max_hold_ms = 1000;
+    o.log_fn = end_hold_after_attempt;
+    o.log_userdata = &x;
+    o.log_level = REDLOCK_LOG_DEBUG;
+    env_open(&e, 5, &o, NULL);
+    x.e = &e;
+    redlock_lock_set_on_lost(e.l, on_lost, &lost);
+    ck_assert_int_eq(redlock_acquire_as(e.l, OWNER, 0, 0), REDLOCK_OK);
+    x.armed = 1;
+    ck_assert_int_eq(redlock_acquire_as(e.l, OWNER, 0, 0), REDLOCK_ELOST);
+    ck_assert(x.fired);
+    ck_assert_int_eq(lost.calls, 1);
+    ck_assert_int_eq(lost.reason, REDLOCK_ETIMEOUT);
+    ck_assert_int_eq(redlock_is_held_as(e.l, OWNER, &held), REDLOCK_OK);
+    ck_assert_int_eq(held, 0);
+    ck_assert_uint_eq(holders(&e, 5), 0);
+    /* The outer hold's unlock hears of the loss too. */
+    ck_assert_int_eq(redlock_unlock_as(e.l, OWNER), REDLOCK_ELOST);
+    /* And a later acquire is an ordinary fresh one. */
+    x.armed = 0;
+    ck_assert_int_eq(redlock_acquire_as(e.l, OWNER, 0, 0), REDLOCK_OK);
+    ck_assert_uint_eq(holders(&e, 5), 5);
+    ck_assert_int_eq(redlock_unlock_as(e.l, OWNER), REDLOCK_OK);
+    assert_released_everywhere(&e);
+    env_close(&e);
+}
+END_TEST
+
 /* on_lost of one lock may take another lock (only the same lock is off
  * limits), even one the same tick has just found lost and is still
  * cleaning up: that acquire must not wait for the tick it runs in. */
@@ -2043,6 +2102,7 @@ int main(void)
     add(s, "release", release_of_hold_without_generation);
     add(s, "release", reentry_learns_generation_of_fresh_member);
     add(s, "release", fresh_hold_forgets_earlier_generations);
+    add(s, "watchdog", reentry_during_loss_is_undone);
     add(s, "release", generation_list_round_trip);
     add(s, "watchdog", watchdog_renews_on_quorum);
     add(s, "watchdog", watchdog_loss_when_keys_vanish);

@@ -107,6 +107,9 @@ typedef struct redlock__conn {
      * resolver names then. */
     uint64_t gen;
     int stale;
+    /* Set before opening: the connection only carries subscriptions, so
+     * the script preloads would be wasted on it. */
+    int subscriber;
 } redlock__conn;
 
 void redlock__conn_init(redlock__conn *c, const redlock__node *node);

@@ -41,9 +41,10 @@
 /* Scripts whose calls must be applied even when nobody waits for the
  * answer (an abort or release to a node that went silent, an acquire sent
  * to a member the attempt decided without): loaded on every connection
- * before its first command, so a node whose cache was emptied (restart,
- * SCRIPT FLUSH before we connected) never answers their EVALSHA with a
- * NOSCRIPT that nobody reads. */
+ * that runs commands (not a subscriber's), before its first command, so
+ * a node whose cache was emptied (restart, SCRIPT FLUSH before we
+ * connected) never answers their EVALSHA with a NOSCRIPT that nobody
+ * reads. */
 static const struct {
     int script;
     unsigned family;      /* 0: always; else a REDLOCK__PRELOAD_* bit */
@@ -104,7 +105,7 @@ static int queue_handshake(redlock__conn *c)
         c->handshake++;
     }
     families = __atomic_load_n(&n->preload_families, __ATOMIC_RELAXED);
-    for (i = 0; i < sizeof(preloaded) / sizeof(preloaded[0]); i++) {
+    for (i = 0; !c->subscriber && i < sizeof(preloaded) / sizeof(preloaded[0]); i++) {
         const redlock__script *s = &redlock__scripts[preloaded[i].script];
 
         if (preloaded[i].family && !(families & preloaded[i].family))

@@ -336,6 +336,7 @@ int redlock__pubsub_new(const redlock__node *nodes, size_t n_nodes,
     ps->connect_timeout_ms = connect_timeout_ms;
     for (i = 0; i < n_nodes; i++) {
         redlock__conn_init(&ps->nodes[i].conn, &nodes[i]);
+        ps->nodes[i].conn.subscriber = 1;
         ps->nodes[i].backoff_ms = RECONNECT_MIN_MS;
     }
     if (pipe2(ps->wake, O_NONBLOCK | O_CLOEXEC) < 0) {

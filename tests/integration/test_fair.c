@@ -558,6 +558,7 @@ START_TEST(test_give_up_leaves_at_once)
     redlock_lock *holder, *quitter;
     char name[64], field[FIELD_CAP];
     int seen_queued = 0;
+    int64_t canceled_us;
     bg_acquire b;
     probe p;
     size_t i;
@@ -580,12 +581,20 @@ START_TEST(test_give_up_leaves_at_once)
     ck_assert_msg(seen_queued, "the waiter never queued on node 0");
     assert_left_at_once(&p, field, &b, "deadline");
 
-    /* Cancelled from another thread while queued everywhere. */
+    /* Cancelled from another thread while queued everywhere: the cancel
+     * interrupts the wait itself, not the next renewal (a third of the
+     * default 3 s place). */
     bg_start(&b, quitter, W1, 10000);
     ck_assert_msg(wait_queue_len(&p, 1, 5000) >= 0, "the waiter never queued");
+    rig_sleep_ms(20);
+    canceled_us = rig_now_us();
     redlock_acquire_cancel(quitter);
     pthread_join(b.th, NULL);
     ck_assert_msg(b.rc == REDLOCK_ECANCELED, "cancel: %s", redlock_err_name(b.rc));
+    fprintf(stderr, "cancel: returned %lld ms after redlock_acquire_cancel\n",
+            (long long)((b.done_us - canceled_us) / 1000));
+    ck_assert_msg(b.done_us - canceled_us <= 500 * 1000, "cancel: returned %lld ms later",
+                  (long long)((b.done_us - canceled_us) / 1000));
     assert_left_at_once(&p, field, &b, "cancel");
 
     /* The holder is untouched, and nobody is left waiting. */
@@ -765,6 +774,82 @@ START_TEST(test_subscription_kept_between_waits)
 END_TEST
 
 /* ------------------------------------------------------------------------ */
+/* 5d. A waiter whose subscriber connections were all killed while it
+ *     waited is still woken by the next release, long before its renewal:
+ *     the client subscribes again by itself. */
+
+/* SCRIPT LOAD commands node i has run. */
+static long long script_calls(probe *p, size_t node)
+{
+    static const char stat[] = "cmdstat_script|load:calls=";
+    redisReply *r = ask(p, node, "INFO commandstats");
+    const char *at = r->type == REDIS_REPLY_STRING ? strstr(r->str, stat) : NULL;
+    long long n = at ? atoll(at + strlen(stat)) : 0;
+
+    freeReplyObject(r);
+    return n;
+}
+
+START_TEST(test_subscriber_killed_while_waiting)
+{
+    redlock_client *c = client_over(N_NODES), *wc = client_over(N_NODES);
+    redlock_lock *holder, *w;
+    char name[64], chan[256], wf[FIELD_CAP];
+    long long loads[N_NODES];
+    int64_t released_us;
+    bg_acquire b;
+    probe p;
+    size_t i;
+
+    rig_unique_name(name, sizeof(name), "fair", "subkill");
+    probe_open(&p, N_NODES, name);
+    /* A long place: a renewal comes only every 10 s. */
+    holder = fair_handle(c, name, 30000, 0);
+    w = fair_handle(wc, name, 30000, 0);
+    rig_field_of(wc, W1, wf, sizeof(wf));
+    snprintf(chan, sizeof(chan), "redisson_lock__channel:{%s}:%s", name, wf);
+    acquire_ok(holder, HOLDER, 0, LEASE_MS);
+    bg_start(&b, w, W1, 8000);
+    ck_assert_msg(wait_queue_len(&p, 1, 5000) >= 0, "the waiter never queued");
+
+    /* Every subscriber connection killed (the server's side of a broken
+     * link): the waiter's client subscribes again by itself, on new
+     * connections that load no scripts (they never run one). */
+    for (i = 0; i < N_NODES; i++) {
+        loads[i] = script_calls(&p, i);
+        freeReplyObject(ask(&p, i, "CLIENT KILL TYPE pubsub"));
+    }
+    for (i = 0; i < N_NODES; i++) {
+        int64_t t0 = rig_now_ms();
+
+        while (subscribers(&p, i, chan) != 1 && rig_now_ms() - t0 < 3000)
+            rig_sleep_ms(5);
+        ck_assert_msg(subscribers(&p, i, chan) == 1, "node %zu: the waiter did not subscribe again",
+                      i);
+        ck_assert_msg(script_calls(&p, i) == loads[i],
+                      "node %zu: %lld SCRIPT LOADs while resubscribing", i,
+                      script_calls(&p, i) - loads[i]);
+    }
+    released_us = rig_now_us();
+    unlock_ok(holder, HOLDER);
+    pthread_join(b.th, NULL);
+    ck_assert_msg(b.rc == REDLOCK_OK, "waiter: %s", redlock_err_name(b.rc));
+    fprintf(stderr, "subscriber killed: the waiter granted %lld ms after the release\n",
+            (long long)((b.done_us - released_us) / 1000));
+    ck_assert_msg(b.done_us - released_us <= 1000 * 1000,
+                  "the waiter granted %lld ms after the release (its renewal is every 10 s)",
+                  (long long)((b.done_us - released_us) / 1000));
+    unlock_ok(w, W1);
+    ck_assert_int_ge(wait_all_empty(&p, 3000), 0);
+    redlock_lock_free(holder);
+    redlock_lock_free(w);
+    redlock_client_free(c);
+    redlock_client_free(wc);
+    probe_close(&p);
+}
+END_TEST
+
+/* ------------------------------------------------------------------------ */
 /* 6. Re-entry counts, also while others wait; a fenced re-entry keeps its
  *    token. */
 
@@ -840,6 +925,7 @@ int main(void)
     RIG_ADD_CASE(s, test_lost_wakeup, 60);
     RIG_ADD_CASE(s, test_queues_on_second_attempt, 60);
     RIG_ADD_CASE(s, test_subscription_kept_between_waits, 60);
+    RIG_ADD_CASE(s, test_subscriber_killed_while_waiting, 60);
     RIG_ADD_CASE(s, test_reentry_and_fencing, 60);
     return run_suite(s);
 }

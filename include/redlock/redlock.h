@@ -543,15 +543,17 @@ REDLOCK_EXTERN void redlock_lock_set_on_lost(redlock_lock *lock,
  * (members refusing for good leave fewer than a quorum: ends at once; a
  * lone refusing member among enough healthy ones is logged once, as a
  * warning), REDLOCK_ECANCELED (redlock_client_cancel(), redlock_acquire_cancel()),
- * REDLOCK_ELOST (a re-entry whose hold the watchdog found lost while the
- * attempt was in flight: what the attempt granted is undone, and the
- * outer hold's redlock_unlock() reports REDLOCK_ELOST too), REDLOCK_EINVAL,
- * REDLOCK_ECLOSED. While waiting, a waiter
+ * REDLOCK_ELOST (a re-entry of a hold the watchdog found lost: before
+ * this owner's redlock_unlock() reported the loss, or while the attempt
+ * was in flight, when what it granted is undone; either way nothing is
+ * held, and the outer hold's redlock_unlock() reports REDLOCK_ELOST and
+ * clears the loss, after which the lock can be taken again),
+ * REDLOCK_EINVAL, REDLOCK_ECLOSED. While waiting, a waiter
  * is woken by the release message of any member and otherwise retries when
- * the holder's TTL runs out or after a random delay. Called right after
- * on_lost reported a loss of this lock, it first waits (about one node
- * timeout) for the watchdog to release what the lost hold left on the
- * members, so the new hold cannot re-enter those leftovers and lose them.
+ * the holder's TTL runs out or after a random delay. Called right after a
+ * loss of this lock was reported, it first waits (about one node timeout)
+ * for the watchdog to release what the lost hold left on the members, so
+ * the new hold cannot re-enter those leftovers and lose them.
  */
 REDLOCK_EXTERN int redlock_acquire_as(redlock_lock *lock, uint64_t owner,
                                       int64_t wait_ms, int64_t lease_ms)

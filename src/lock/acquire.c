@@ -232,13 +232,23 @@ static int64_t now_of(const acquire *a)
 static int attempt_once(acquire *a)
 {
     redlock_lock *l = a->l;
-    int reentry, settle, rc;
+    int reentry, settle, lost, reason, rc;
     int64_t before;
 
     pthread_mutex_lock(&l->mu);
     reentry = l->state == REDLOCK__HELD && l->owner == a->owner;
     settle = l->state != REDLOCK__HELD;
+    /* This owner still holds, as far as it knows: an acquire now is a
+     * re-entry of a lost hold, not a fresh one, which would give nested
+     * code a new hold and leave the outer unlock nothing to report. */
+    lost = l->state == REDLOCK__LOST && l->owner == a->owner;
+    reason = l->lost_reason;
     pthread_mutex_unlock(&l->mu);
+    if (lost)
+        return redlock__fail(REDLOCK_ELOST,
+                             "lock '%s': this owner's hold was lost (%s); redlock_unlock() "
+                             "reports and clears that before the lock can be taken again",
+                             redlock_lock_name(l), redlock_strerror(reason));
     if (settle)
         redlock__watchdog_settle(l);
     before = now_of(a);

@@ -1412,14 +1412,51 @@ START_TEST(reentry_during_loss_is_undone)
 }
 END_TEST
 
+/* An acquire by an owner whose hold the watchdog found lost, before that
+ * owner's unlock heard of it, is a re-entry of the lost hold: it returns
+ * REDLOCK_ELOST and grants nothing, and the outer unlock still reports the
+ * loss. (As a fresh acquire it handed nested code a new hold and left the
+ * outer unlock REDLOCK_ENOT_OWNER.) */
+START_TEST(reentry_after_loss_reports_it)
+{
+    redlock_options o = opts_watchdog(3000);
+    lost_log lost = {0};
+    size_t i;
+    env e;
+
+    env_open(&e, 5, &o, NULL);
+    redlock_lock_set_on_lost(e.l, on_lost, &lost);
+    ck_assert_int_eq(redlock_acquire_as(e.l, OWNER, 0, 0), REDLOCK_OK);
+    for (i = 0; i < 3; i++)
+        fake_flush(e.f, i);
+    fake_advance_ms(e.f, 1000);
+    redlock__watchdog_tick(e.c);
+    ck_assert_int_eq(lost.calls, 1);
+    ck_assert_uint_eq(holders(&e, 5), 0);
+
+    ck_assert_int_eq(redlock_acquire_as(e.l, OWNER, 0, 0), REDLOCK_ELOST);
+    ck_assert_ptr_nonnull(strstr(redlock_last_error(), "was lost"));
+    ck_assert_uint_eq(holders(&e, 5), 0);
+    ck_assert_int_eq(redlock_unlock_as(e.l, OWNER), REDLOCK_ELOST);
+    /* Once the unlock reported it, the lock is taken afresh. */
+    ck_assert_int_eq(redlock_acquire_as(e.l, OWNER, 0, 0), REDLOCK_OK);
+    ck_assert_uint_eq(holders(&e, 5), 5);
+    ck_assert_int_eq(redlock_unlock_as(e.l, OWNER), REDLOCK_OK);
+    assert_released_everywhere(&e);
+    env_close(&e);
+}
+END_TEST
+
 /* on_lost of one lock may take another lock (only the same lock is off
  * limits), even one the same tick has just found lost and is still
  * cleaning up: that acquire must not wait for the tick it runs in. */
 typedef struct cross {
     redlock_lock *other;
-    int calls, acquire_rc;
+    int calls, unlock_rc, acquire_rc;
 } cross;
 
+/* The other lock's loss is acknowledged first (an acquire before that
+ * would be a re-entry of the lost hold: reentry_after_loss_reports_it). */
 static void on_lost_take_other(void *ud, redlock_lock *l, uint64_t owner, int reason)
 {
     cross *x = ud;
@@ -1427,8 +1464,10 @@ static void on_lost_take_other(void *ud, redlock_lock *l, uint64_t owner, int re
     (void)l;
     (void)owner;
     (void)reason;
-    if (x->calls++ == 0)
+    if (x->calls++ == 0) {
+        x->unlock_rc = redlock_unlock_as(x->other, OWNER);
         x->acquire_rc = redlock_acquire_as(x->other, OWNER, 0, 0);
+    }
 }
 
 START_TEST(on_lost_may_take_another_lock_of_the_same_tick)
@@ -1453,6 +1492,7 @@ START_TEST(on_lost_may_take_another_lock_of_the_same_tick)
     fake_advance_ms(e.f, 1000);
     redlock__watchdog_tick(e.c);
     ck_assert_int_eq(x.calls, 1);
+    ck_assert_int_eq(x.unlock_rc, REDLOCK_ELOST);
     ck_assert_int_eq(x.acquire_rc, REDLOCK_OK);
     ck_assert_int_eq(redlock_is_held_as(second, OWNER, &held), REDLOCK_OK);
     ck_assert_int_eq(held, 1);
@@ -2103,6 +2143,7 @@ int main(void)
     add(s, "release", reentry_learns_generation_of_fresh_member);
     add(s, "release", fresh_hold_forgets_earlier_generations);
     add(s, "watchdog", reentry_during_loss_is_undone);
+    add(s, "watchdog", reentry_after_loss_reports_it);
     add(s, "release", generation_list_round_trip);
     add(s, "watchdog", watchdog_renews_on_quorum);
     add(s, "watchdog", watchdog_loss_when_keys_vanish);

@@ -298,9 +298,13 @@ REDLOCK_EXTERN void redlock_client_free(redlock_client *client);
  * had received). redlock_client_free() calls this with flush_timeout_ms.
  * A clean-up release held back until a lost hold's validity ends (see
  * redlock_on_lost_fn) is never sent early: the call sleeps until then if
- * that falls within timeout_ms, and counts it as unanswered otherwise. On
- * a loop-driven client's thread that sleep does not drive the loop (nor
- * does the rest of the wait): pass a short timeout there.
+ * that falls within timeout_ms, and counts it as unanswered otherwise;
+ * called from on_lost it never sleeps for one (the watchdog, and every
+ * other hold's renewal, would wait with it) and counts it. Calls the
+ * watchdog has in flight at that moment are waited for too, and sent
+ * once more if they come back unanswered. On a loop-driven client's
+ * thread that sleep does not drive the loop (nor does the rest of the
+ * wait): pass a short timeout there.
  * Returns REDLOCK_OK when nothing is owed any more, REDLOCK_ETIMEOUT if some
  * calls are still unanswered, REDLOCK_EINVAL. Thread-safe.
  */

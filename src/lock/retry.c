@@ -188,6 +188,16 @@ size_t redlock__retry_settle_token(redlock__retry *r, uint64_t token, int delive
     return node;
 }
 
+size_t redlock__retry_in_flight(redlock__retry *r)
+{
+    size_t n;
+
+    pthread_mutex_lock(&r->mu);
+    n = r->taken;
+    pthread_mutex_unlock(&r->mu);
+    return n;
+}
+
 size_t redlock__retry_parked(redlock__retry *r)
 {
     return __atomic_load_n(&r->nparked, __ATOMIC_RELAXED);
@@ -250,6 +260,7 @@ size_t redlock__retry_take(redlock__retry *r, int64_t now, int all,
             pp = &p->next;
         }
     }
+    r->taken += n;
     pthread_mutex_unlock(&r->mu);
     return n;
 }
@@ -288,6 +299,7 @@ size_t redlock__retry_settle(redlock__retry *r, redlock__pending *taken,
         r->next_try_ns[node] =
             now + (b + (int64_t)redlock__rand_below((uint64_t)b / 2 + 1)) * REDLOCK__NS_PER_MS;
     }
+    r->taken -= i;
     for (p = taken, i = 0; p; p = next, i++) {
         next = p->next;
         if ((answered && answered[i]) || now >= p->give_up_ns) {

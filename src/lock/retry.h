@@ -41,6 +41,7 @@ typedef struct redlock__retry {
     int64_t next_try_ns[REDLOCK__RETRY_MAX_NODES];
     int enabled;
     size_t nparked;                 /* parked calls; read atomically too */
+    size_t taken;                   /* taken by a sender, not settled yet */
     uint64_t next_token;            /* atomic */
     uint64_t lost;                  /* parked calls settled lost; atomic */
     /* Told (without the mutex) when a call is queued: wakes the sender. */
@@ -99,8 +100,13 @@ size_t redlock__retry_take(redlock__retry *r, int64_t now, int all,
                            int (*silent)(void *ud, size_t node), void *silent_ud,
                            redlock__pending **out, unsigned char *probe);
 
+/* Calls a sender has taken and not settled yet: a flush that finds the
+ * queue empty while a tick has them in flight waits for that tick. */
+size_t redlock__retry_in_flight(redlock__retry *r);
+
 /*
- * Settles a taken list: answered[i] != 0 for the i-th call answered, and
+ * Settles a taken list (every list taken must be settled, answered or
+ * not): answered[i] != 0 for the i-th call answered, and
  * the probes (probed[node], probe_heard[node]; both may be NULL). Puts back
  * the rest; a node that answered anything may go again at once, one that
  * did not backs off (100 ms doubling to 800 ms, with jitter). Returns how

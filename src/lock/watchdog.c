@@ -592,12 +592,52 @@ static size_t flush_pending(redlock_client *c, int64_t now, int64_t deadline)
     t.n_pending = redlock__retry_take(&c->retry, now, 1, NULL, NULL, &t.pending, NULL);
     if (t.n_pending > 0 && build(c, &t, deadline) == 0 && t.nb > 0)
         redlock__fanout(c, t.batches, t.nb, on_tick_reply, &t);
-    left = t.pending && t.pending_done
-               ? redlock__retry_settle(&c->retry, t.pending, t.pending_done, NULL, NULL,
-                                       c->tp.ops->now_ns(c->tp.ctx))
-               : t.n_pending;
+    /* Settled even when nothing could be sent (out of memory): the calls
+     * go back to the queue rather than vanish. */
+    left = t.pending ? redlock__retry_settle(&c->retry, t.pending, t.pending_done, NULL, NULL,
+                                             c->tp.ops->now_ns(c->tp.ctx))
+                     : 0;
     tick_free(&t);
     return left;
+}
+
+/* Sleeps until the transport's clock reaches until_ns (a signal or a
+ * kick may end one sleep early). 0 when it did, -1 when the real clock
+ * got there and the transport's did not (a clock of its own, as in the
+ * unit tests' fake transport). */
+static int sleep_until(redlock_client *c, int64_t until_ns)
+{
+    const redlock__transport_ops *ops = c->tp.ops;
+    int64_t now = ops->now_ns(c->tp.ctx);
+    int64_t real_end = redlock__now_ns() + (until_ns - now);
+
+    while (now < until_ns) {
+        if (redlock__now_ns() >= real_end)
+            return -1;
+        redlock__wait_until(real_end);
+        now = ops->now_ns(c->tp.ctx);
+    }
+    return 0;
+}
+
+/* Calls a tick on the watchdog's thread took and has not settled: they
+ * are in flight there, and may come back owed. Waits for them in short
+ * naps, up to deadline, and returns whether there were any. Not inside
+ * the tick (a flush from on_lost: the tick waits for it), and not where
+ * the tick is a fiber of this thread's loop, which waiting here stops. */
+static int wait_tick_in_flight(redlock_client *c, int64_t deadline)
+{
+    const redlock__transport_ops *ops = c->tp.ops;
+    int waited = 0;
+
+    if (redlock__watchdog_ticking_here() || (c->event_loop && !c->event_loop_watchdog_thread))
+        return 0;
+    while (redlock__retry_in_flight(&c->retry) > 0 && ops->now_ns(c->tp.ctx) < deadline) {
+        waited = 1;
+        if (sleep_until(c, ops->now_ns(c->tp.ctx) + REDLOCK__NS_PER_MS) != 0)
+            break;
+    }
+    return waited;
 }
 
 /* The owed calls go first; then the calls left in flight wait for their
@@ -614,12 +654,15 @@ int redlock__watchdog_flush(redlock_client *c, int timeout_ms)
 
     /* A clean-up release held back to the end of a lost hold's validity
      * is worth waiting for while the deadline allows: it goes with the
-     * rest, never before its time. */
-    while ((next_held = redlock__retry_held_back_until(&c->retry, now, &held_back)) <= deadline) {
-        redlock__wait_until(redlock__now_ns() + (next_held - now));
+     * rest, never before its time. Not from on_lost: the tick, and every
+     * other hold's renewal, would wait with it. The watchdog's own tick
+     * may take it at that same moment; then it is waited for there. */
+    while (!redlock__watchdog_ticking_here() &&
+           (next_held = redlock__retry_held_back_until(&c->retry, now, &held_back)) <= deadline) {
+        if (sleep_until(c, next_held) != 0)
+            break;
+        wait_tick_in_flight(c, deadline);
         now = ops->now_ns(c->tp.ctx);
-        if (now < next_held)
-            break; /* a clock that does not follow the real one */
         left = flush_pending(c, now, deadline);
     }
     if (redlock__retry_parked(&c->retry) && ops->drain) {
@@ -627,8 +670,12 @@ int redlock__watchdog_flush(redlock_client *c, int timeout_ms)
         if (redlock__retry_lost(&c->retry) != lost && ops->now_ns(c->tp.ctx) < deadline)
             left = flush_pending(c, ops->now_ns(c->tp.ctx), deadline);
     }
+    /* What a tick had in flight and could not deliver is owed again: it
+     * goes once more in what time remains. */
+    if (wait_tick_in_flight(c, deadline) && ops->now_ns(c->tp.ctx) < deadline)
+        left = flush_pending(c, ops->now_ns(c->tp.ctx), deadline);
     redlock__retry_held_back_until(&c->retry, ops->now_ns(c->tp.ctx), &held_back);
-    left += redlock__retry_parked(&c->retry) + held_back;
+    left += redlock__retry_parked(&c->retry) + redlock__retry_in_flight(&c->retry) + held_back;
     if (left)
         return redlock__fail(REDLOCK_ETIMEOUT, "%zu calls still unanswered after %d ms", left,
                              timeout_ms);

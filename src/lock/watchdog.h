@@ -35,6 +35,8 @@ void redlock__watchdog_in_tick(int running);
  * keeps its own (loop/), so a tick parked in a fiber does not make other
  * fibers of the thread look inside it. */
 int redlock__watchdog_in_tick_swap(int running);
+/* Whether the calling thread (or fiber) runs a tick: on_lost is running. */
+int redlock__watchdog_ticking_here(void);
 /* Sends every queued background call once and waits up to timeout_ms for
  * the answers (redlock_client_flush). */
 int redlock__watchdog_flush(redlock_client *c, int timeout_ms);

@@ -111,6 +111,11 @@ void redlock__watchdog_in_tick(int running)
     in_tick = running;
 }
 
+int redlock__watchdog_ticking_here(void)
+{
+    return in_tick;
+}
+
 int redlock__watchdog_in_tick_swap(int running)
 {
     int before = in_tick;

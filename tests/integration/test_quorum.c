@@ -19,6 +19,7 @@
 
 #include <check.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -190,6 +191,9 @@ typedef struct lost_probe {
     redlock_lock *_Atomic lock;
     redlock_client *client;             /* set: note what was owed when told */
     _Atomic uint64_t owed_when_told;    /* background releases queued by then */
+    int flush_when_told;                /* set: flush from the callback, */
+    atomic_int flush_rc;                /* ... with this answer */
+    atomic_llong flush_ms;              /* ... after this long */
 } lost_probe;
 
 static void on_lost(void *ud, redlock_lock *lock, uint64_t owner, int reason)
@@ -202,6 +206,12 @@ static void on_lost(void *ud, redlock_lock *lock, uint64_t owner, int reason)
     atomic_store(&p->at_ms, (long long)rig_now_ms());
     if (p->client)
         atomic_store(&p->owed_when_told, rig_stats(p->client).background_releases);
+    if (p->client && p->flush_when_told) {
+        int64_t t0 = rig_now_ms();
+
+        atomic_store(&p->flush_rc, redlock_client_flush(p->client, 5000));
+        atomic_store(&p->flush_ms, (long long)(rig_now_ms() - t0));
+    }
     atomic_fetch_add(&p->calls, 1);
 }
 
@@ -771,6 +781,124 @@ START_TEST(test_multilock_loss_release_waits_for_validity)
 }
 END_TEST
 
+/* A flush made from on_lost does not sleep until the held-back release may
+ * go: the tick, and every other hold's renewal, would wait with it. One
+ * made by the holder's thread does, and a signal that interrupts its sleep
+ * does not end it early. */
+/* A flush that returned OK left no member holding the lost hold's key;
+ * the unlock reports the loss. */
+static void end_after_flush(redlock_client *c, redlock_lock *l, const char *name)
+{
+    size_t i;
+
+    for (i = 0; i < N_NODES; i++)
+        ck_assert_msg(!key_exists(i, name), "member %zu still holds the key after the flush", i);
+    ck_assert_int_eq(redlock_unlock(l), REDLOCK_ELOST);
+    redlock_lock_free(l);
+    redlock_client_free(c);
+}
+
+typedef struct poke {
+    pthread_t target;
+    pthread_t th;
+} poke;
+
+static void no_op(int sig)
+{
+    (void)sig;
+}
+
+static void *poke_later(void *arg)
+{
+    poke *p = arg;
+
+    rig_sleep_ms(50);
+    pthread_kill(p->target, SIGUSR1);
+    return NULL;
+}
+
+START_TEST(test_flush_waits_out_held_back_release)
+{
+    redlock_client *c = client_with(100, HELD_BACK_LEASE_MS, 0);
+    struct sigaction sa, old;
+    lost_probe probe;
+    char name[64];
+    redlock_lock *l;
+    int64_t vend, t0;
+    poke pk;
+    int rc;
+
+    memset(&probe, 0, sizeof(probe));
+    probe.client = c;
+    probe.flush_when_told = 1;
+    rig_unique_name(name, sizeof(name), "q", "flushheld");
+    l = lock_with_quorum(c, name, REDLOCK_QUORUM_ALL);
+    redlock_lock_set_on_lost(l, on_lost, &probe);
+    ck_assert_int_eq(redlock_try_lock(l), REDLOCK_OK);
+    wait_for_tick(c, 2 * HELD_BACK_LEASE_MS);
+    del_key(0, name);
+    vend = follow_until_lost(l, &probe, REDLOCK_ENOT_OWNER);
+    fprintf(stderr, "flush from on_lost: %s after %lld ms\n",
+            redlock_err_name(atomic_load(&probe.flush_rc)), (long long)atomic_load(&probe.flush_ms));
+    ck_assert_msg(atomic_load(&probe.flush_rc) == REDLOCK_ETIMEOUT &&
+                      atomic_load(&probe.flush_ms) < 200,
+                  "a flush from on_lost: %s after %lld ms (the release is held back)",
+                  redlock_err_name(atomic_load(&probe.flush_rc)),
+                  (long long)atomic_load(&probe.flush_ms));
+
+    memset(&sa, 0, sizeof(sa));
+    sa.sa_handler = no_op;
+    sigemptyset(&sa.sa_mask);
+    ck_assert_int_eq(sigaction(SIGUSR1, &sa, &old), 0);
+    pk.target = pthread_self();
+    ck_assert_int_eq(pthread_create(&pk.th, NULL, poke_later, &pk), 0);
+    t0 = rig_now_ms();
+    rc = redlock_client_flush(c, 5000);
+    pthread_join(pk.th, NULL);
+    ck_assert_int_eq(sigaction(SIGUSR1, &old, NULL), 0);
+    fprintf(stderr, "flush interrupted by a signal: %s after %lld ms, %lld ms after validity "
+            "ended\n", redlock_err_name(rc), (long long)(rig_now_ms() - t0),
+            (long long)(rig_now_ms() - vend));
+    ck_assert_msg(rc == REDLOCK_OK, "flush: %s after %lld ms (%s)", redlock_err_name(rc),
+                  (long long)(rig_now_ms() - t0), redlock_last_error());
+    ck_assert_int_ge(rig_now_ms(), vend);
+    end_after_flush(c, l, name);
+}
+END_TEST
+
+/* When validity ends the watchdog's tick sends the held-back release. A
+ * member frozen just before then (not known to be silent, so its call is
+ * sent and waited for, up to a node timeout) keeps that call in flight in
+ * the tick. A flush meanwhile finds nothing of it queued, yet it is
+ * unanswered: the flush says so. */
+START_TEST(test_flush_counts_release_in_flight_in_tick)
+{
+    redlock_client *c = client_with(200, HELD_BACK_LEASE_MS, 0);
+    lost_probe probe;
+    char name[64];
+    redlock_lock *l;
+    int64_t vend;
+    size_t i;
+    int rc;
+
+    memset(&probe, 0, sizeof(probe));
+    rig_unique_name(name, sizeof(name), "q", "tickflight");
+    l = lock_with_quorum(c, name, 0);
+    vend = lose_for_want_of_quorum(l, &probe);
+    for (i = 0; i < 3; i++)
+        ck_assert_int_eq(rig_node("thaw", i), 0);
+    ck_assert_int_eq(rig_node("freeze", 3), 0);
+    while (rig_now_ms() < vend + 30)
+        rig_sleep_ms(2);
+    rc = redlock_client_flush(c, 100);
+    ck_assert_msg(rc == REDLOCK_ETIMEOUT,
+                  "a flush while the tick waits for a frozen member: %s", redlock_err_name(rc));
+    ck_assert_int_eq(rig_node("thaw", 3), 0);
+    ck_assert_int_eq(redlock_client_flush(c, 3000), REDLOCK_OK);
+    end_after_flush(c, l, name);
+}
+END_TEST
+
 /* A client freed right after such a loss has no holder left that could be
  * acting: the held-back release goes out with its last flush, not lost
  * with the client (the keys would stay for a whole lease). */
@@ -1269,6 +1397,8 @@ int main(void)
     ADD_CASE(s, test_watchdog_reports_loss);
     ADD_CASE(s, test_loss_release_waits_for_validity);
     ADD_CASE(s, test_client_free_sends_held_back_release);
+    ADD_CASE(s, test_flush_waits_out_held_back_release);
+    ADD_CASE(s, test_flush_counts_release_in_flight_in_tick);
     ADD_CASE(s, test_multilock_loss_release_waits_for_validity);
     ADD_CASE(s, test_two_clients_contend);
     ADD_CASE(s, test_multilock_names);

@@ -125,6 +125,18 @@ static int send_cmd(sub_node *sn, const char *verb, const char *chan)
     return redlock__queue_call(&sn->conn, &call, 0);
 }
 
+/* Whether a waiter needs node i's connection (or it still has to take a
+ * subscription back). Called with ps->mu held. */
+static int node_wanted(const redlock__pubsub *ps, size_t i)
+{
+    const channel *ch;
+
+    for (ch = ps->channels; ch; ch = ch->next)
+        if (ch->refs[i] > 0 || ch->asked[i])
+            return 1;
+    return 0;
+}
+
 /* Brings each node's subscriptions in line with the waiters' needs and
  * drops channels nobody needs any more. Called with ps->mu held. */
 static void reconcile(redlock__pubsub *ps, int64_t now)
@@ -134,12 +146,9 @@ static void reconcile(redlock__pubsub *ps, int64_t now)
 
     for (i = 0; i < ps->n_nodes; i++) {
         sub_node *sn = &ps->nodes[i];
-        channel *ch;
-        int wanted = 0;
 
-        for (ch = ps->channels; ch; ch = ch->next)
-            wanted |= ch->refs[i] > 0 || ch->asked[i];
-        if (!wanted || sn->conn.state != REDLOCK__CONN_CLOSED || now < sn->retry_at)
+        if (!node_wanted(ps, i) || sn->conn.state != REDLOCK__CONN_CLOSED ||
+            now < sn->retry_at)
             continue;
         sn->confirm_by = now + (int64_t)ps->connect_timeout_ms * REDLOCK__NS_PER_MS;
         if (redlock__conn_open(&sn->conn) != REDLOCK_OK) {
@@ -271,7 +280,10 @@ void redlock__pubsub_run(redlock__pubsub *ps)
             if (sn->conn.state != REDLOCK__CONN_CLOSED && sn->confirm_by && now >= sn->confirm_by)
                 node_failed(ps, i, now);
             if (sn->conn.state == REDLOCK__CONN_CLOSED) {
-                if (sn->failed && sn->retry_at < next)
+                /* A failed node nobody needs any more is not retried:
+                 * its past retry time must not make the poll return at
+                 * once, over and over. */
+                if (sn->failed && sn->retry_at < next && node_wanted(ps, i))
                     next = sn->retry_at;
                 continue;
             }

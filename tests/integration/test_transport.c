@@ -21,6 +21,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
@@ -591,6 +592,48 @@ START_TEST(test_connection_refused)
 }
 END_TEST
 
+/* A waiter whose wait ended after its subscription to an unreachable node
+ * failed leaves the subscriber thread idle: nobody needs that node's
+ * connection any more, so its past retry time must not wake the thread
+ * over and over (it spun at 100 % of a core until some later wait). */
+static double process_cpu_s(void)
+{
+    struct rusage ru;
+
+    getrusage(RUSAGE_SELF, &ru);
+    return (double)ru.ru_utime.tv_sec + (double)ru.ru_utime.tv_usec / 1e6 +
+           (double)ru.ru_stime.tv_sec + (double)ru.ru_stime.tv_usec / 1e6;
+}
+
+START_TEST(test_subscriber_idle_after_dead_node)
+{
+    redlock_client *c = NULL;
+    redlock_lock *l = NULL;
+    char a[64], b[64], dead[64];
+    const char *uris[3] = {a, b, dead};
+    int base = rig_get_int("PLAIN_BASE_PORT"), port, fd = local_socket(0, &port);
+    double cpu0, cpu;
+
+    snprintf(a, sizeof(a), "redis://127.0.0.1:%d", base);
+    snprintf(b, sizeof(b), "redis://127.0.0.1:%d", base + 1);
+    snprintf(dead, sizeof(dead), "redis://127.0.0.1:%d", port);
+    ck_assert_int_eq(redlock_client_new(&c, uris, 3, NULL), REDLOCK_OK);
+    ck_assert_int_eq(redlock_lock_new(c, unique_name("subidle"), NULL, &l), REDLOCK_OK);
+    ck_assert_int_eq(redlock_acquire_as(l, 1, 0, 10000), REDLOCK_OK);
+    /* Another owner waits (and subscribes, failing on the dead node). */
+    ck_assert_int_eq(redlock_acquire_as(l, 2, 300, 10000), REDLOCK_ETIMEOUT);
+    cpu0 = process_cpu_s();
+    rig_sleep_ms(500);
+    cpu = process_cpu_s() - cpu0;
+    fprintf(stderr, "subscriber after the wait: %.0f ms of CPU in 500 ms\n", cpu * 1e3);
+    ck_assert_msg(cpu < 0.1, "%.0f ms of CPU in 500 ms of idling", cpu * 1e3);
+    ck_assert_int_eq(redlock_unlock_as(l, 1), REDLOCK_OK);
+    redlock_lock_free(l);
+    redlock_client_free(c);
+    close(fd);
+}
+END_TEST
+
 /* ------------------------------------------------------------------------ */
 /* Bad input. */
 
@@ -897,6 +940,7 @@ static Suite *transport_suite(void)
     tcase_set_timeout(tc, 20);
     tcase_add_test(tc, test_silent_listener_deadline);
     tcase_add_test(tc, test_connection_refused);
+    tcase_add_test(tc, test_subscriber_idle_after_dead_node);
     suite_add_tcase(s, tc);
 
     tc = tcase_create("bad_input");

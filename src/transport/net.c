@@ -547,6 +547,12 @@ static size_t drain_round(redlock__net *net, int64_t until_ns)
     net->free_sets = NULL;
     net->draining = 1;
     pthread_mutex_unlock(&net->mu);
+    /* Replies a fan-out read along with the ones it waited for (the same
+     * read) are already here: no poll would report them. */
+    for (s = sets; s; s = s->next)
+        for (i = 0; i < net->n_nodes; i++)
+            if (s->conns[i].ledger > 0)
+                drain_conn(&s->conns[i]);
     for (s = sets; s; s = s->next)
         for (i = 0; i < net->n_nodes && active < MAX_BATCHES; i++)
             if (s->conns[i].ledger > 0) {

@@ -149,6 +149,45 @@ START_TEST(test_killed_node_gets_release_after_restart)
 }
 END_TEST
 
+/* Members on one node share its connection: a release settled at its
+ * quorum leaves the last member's reply behind, often read already along
+ * with the others (Redis answers a pipeline in one write). A flush
+ * settles it at once, not when a poll that can never fire times out. */
+START_TEST(test_flush_settles_replies_already_read)
+{
+    char name[64], names[3][96];
+    redlock_member m[3];
+    redlock_lock_options lo;
+    redlock_client *c = client_new();
+    redlock_lock *l = NULL;
+    int64_t t0, took;
+    int rc, k;
+
+    rig_unique_name(name, sizeof(name), "rq", "oneread");
+    memset(&lo, 0, sizeof(lo));
+    lo.quorum = 2;
+    for (k = 0; k < 3; k++) {
+        snprintf(names[k], sizeof(names[k]), "%s:%d", name, k);
+        m[k].node = 0;
+        m[k].name = names[k];
+    }
+    ck_assert_int_eq(redlock_multilock_new(c, m, 3, &lo, &l), REDLOCK_OK);
+    for (k = 0; k < 20; k++) {
+        ck_assert_int_eq(redlock_acquire_as(l, 1, 0, 30000), REDLOCK_OK);
+        ck_assert_int_eq(redlock_unlock_as(l, 1), REDLOCK_OK);
+        t0 = rig_now_ms();
+        rc = redlock_client_flush(c, 500);
+        took = rig_now_ms() - t0;
+        ck_assert_msg(rc == REDLOCK_OK && took < 250, "cycle %d: flush %s after %lld ms", k,
+                      redlock_err_name(rc), (long long)took);
+    }
+    for (k = 0; k < 3; k++)
+        ck_assert_int_eq(exists(0, names[k]), 0);
+    redlock_lock_free(l);
+    redlock_client_free(c);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("release_quorum");
@@ -157,6 +196,7 @@ int main(void)
 
     RIG_ADD_CASE(s, test_unlock_returns_at_quorum_with_two_frozen, 60);
     RIG_ADD_CASE(s, test_killed_node_gets_release_after_restart, 60);
+    RIG_ADD_CASE(s, test_flush_settles_replies_already_read, 60);
     sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);
     failed = srunner_ntests_failed(sr);

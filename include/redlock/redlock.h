@@ -433,7 +433,8 @@ typedef struct redlock_lock_options {
     /* Fair locks: how long a waiter's place in the queue lasts without a
      * renewal (each attempt renews it; a waiter wakes at least every third
      * of it to do so), so a waiter that died leaves the queue within it.
-     * 0: 3000 ms. */
+     * 0: 3000 ms. At least three node timeouts (node_timeout_ms, or 50 ms
+     * when it is derived), or REDLOCK_EINVAL: each renewal may take one. */
     int fair_wait_lease_ms;
 } redlock_lock_options;
 

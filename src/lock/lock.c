@@ -69,6 +69,13 @@ int redlock_multilock_new(redlock_client *c, const redlock_member *members, size
     return redlock__lock_create(c, members, n, opts, kind, out);
 }
 
+/* The longest a fair waiter's renewal may take: the node timeout, or the
+ * most a lease can derive (redlock__node_timeout_ns). */
+static int renewal_bound_ms(const redlock_client *c)
+{
+    return c->node_timeout_ms > 0 ? c->node_timeout_ms : 50;
+}
+
 int redlock__lock_create(redlock_client *c, const redlock_member *members, size_t n,
                          const redlock_lock_options *opts, int kind, redlock_lock **out)
 {
@@ -105,6 +112,16 @@ int redlock__lock_create(redlock_client *c, const redlock_member *members, size_
                              opts ? opts->quorum : 0, n);
     if (opts && opts->fair_wait_lease_ms < 0)
         return redlock__fail(REDLOCK_EINVAL, "fair_wait_lease_ms must be >= 0");
+    /* A waiter renews its place every third of it, and a renewal may take
+     * a node timeout: any shorter and places lapse while their waiters
+     * live (and below 3 ms the renewals come without pause). */
+    if (opts && opts->fair_wait_lease_ms > 0 &&
+        opts->fair_wait_lease_ms < 3 * renewal_bound_ms(c))
+        return redlock__fail(REDLOCK_EINVAL,
+                             "fair_wait_lease_ms of %d ms is too short: a waiter renews its "
+                             "place every third of it, each renewal may take a node timeout "
+                             "(%d ms), so at least %d ms",
+                             opts->fair_wait_lease_ms, renewal_bound_ms(c), 3 * renewal_bound_ms(c));
     if (opts && (opts->replica_acks < 0 || opts->replica_acks > REDLOCK__MAX_REPLICA_ACKS ||
                  opts->replica_timeout_ms < 0))
         return redlock__fail(REDLOCK_EINVAL,

@@ -730,6 +730,22 @@ START_TEST(test_bad_lock_arguments)
     l = NULL;
     free(name);
 
+    /* A fair waiter's place must outlast three renewals' node timeouts
+     * (50 ms when derived): it renews every third of it. */
+    memset(&lo, 0, sizeof(lo));
+    lo.kind = REDLOCK_LOCK_FAIR;
+    lo.fair_wait_lease_ms = 2;
+    ck_assert_int_eq(redlock_lock_new(one, "fairplace", &lo, &l), REDLOCK_EINVAL);
+    ck_assert_ptr_null(l);
+    lo.fair_wait_lease_ms = 149;
+    ck_assert_int_eq(redlock_lock_new(one, "fairplace", &lo, &l), REDLOCK_EINVAL);
+    ck_assert_msg(strstr(redlock_last_error(), "at least 150 ms") != NULL, "'%s'",
+                  redlock_last_error());
+    lo.fair_wait_lease_ms = 150;
+    ck_assert_int_eq(redlock_lock_new(one, "fairplace", &lo, &l), REDLOCK_OK);
+    redlock_lock_free(l);
+    l = NULL;
+
     /* Quorum: any value means 1 with one node... */
     memset(&lo, 0, sizeof(lo));
     ck_assert_int_eq(redlock_lock_new(one, "q", &lo, &l), REDLOCK_OK);

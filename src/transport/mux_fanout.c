@@ -135,6 +135,18 @@ static int let_go(redlock__mux *m, redlock__mux_node *mn, int tracked)
     return redlock__buf_pending(&c->out) != 0;
 }
 
+/* Calls from `from` on that never went out still get their outcome from
+ * fail_slot, as net.c reports every call of a batch. */
+static void count_unsent(redlock__mux_slot *s, size_t from)
+{
+    size_t i;
+
+    for (i = from; i < s->batch->ncalls; i++) {
+        s->eval[s->tail] = 0;
+        s->queue[s->tail++] = i;
+    }
+}
+
 static int start_slot(redlock__mux *m, redlock__mux_slot *s, size_t bi, redlock__reply_fn fn,
                       void *ud)
 {
@@ -142,13 +154,16 @@ static int start_slot(redlock__mux *m, redlock__mux_slot *s, size_t bi, redlock_
     size_t i;
     int rc;
 
-    if ((rc = open_node(m, s->mn)) != REDLOCK_OK)
+    if ((rc = open_node(m, s->mn)) != REDLOCK_OK) {
+        count_unsent(s, 0);
         return fail_slot(m, s, bi, rc, c->errmsg, fn, ud);
+    }
     for (i = 0; i < s->batch->ncalls; i++)
         if (send_call(s, i, 0) != REDLOCK_OK) {
             /* Output queued without a reply owner would put the stream
              * out of step: the connection goes, with this slot's calls. */
             redlock__mux_node_failed(m, s->mn, REDLOCK_ENOMEM, "out of memory");
+            count_unsent(s, i);
             return fail_slot(m, s, bi, REDLOCK_ENOMEM, "out of memory", fn, ud);
         }
     return 0;

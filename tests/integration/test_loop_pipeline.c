@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "loop_harness.h"
 #include "redlock/redlock.h"
@@ -232,6 +233,59 @@ START_TEST(test_script_cache_flushed)
 }
 END_TEST
 
+/* A member whose connection cannot even be started (a unix socket that
+ * does not exist: connect fails at once) fails each of its calls at once,
+ * with the reason, as on a blocking client. Its calls used to get no
+ * outcome at all: the shared connection's open failed before any call was
+ * queued on it, so the acquire knew nothing of that member until its
+ * deadline, and said nothing of why. */
+START_TEST(test_unreachable_member_reports_its_calls)
+{
+    redlock_options o = {0};
+    char missing[96], a[64], b[64];
+    const char *uris[3] = {missing, a, b};
+    int base = rig_get_int("PLAIN_BASE_PORT");
+    redlock_lock *l;
+    result r;
+
+    snprintf(missing, sizeof(missing), "unix:///tmp/redlock-missing-%d.sock", (int)getpid());
+    snprintf(a, sizeof(a), "redis://127.0.0.1:%d", base);
+    snprintf(b, sizeof(b), "redis://127.0.0.1:%d", base + 1);
+    memset(&L, 0, sizeof(L));
+    L.timer_at_ms = -1;
+    o.event_loop = 1;
+    o.node_timeout_ms = 1000;
+    ck_assert_int_eq(redlock_client_new(&L.c, uris, 1, &o), REDLOCK_OK);
+    ck_assert_int_eq(redlock_loop_attach(L.c, on_socket, on_timer, &L), REDLOCK_OK);
+    l = new_lock("pipeline:unreachable");
+    start_acquire(l, 1, 0, 10000, &r);
+    ck_assert(run_until(&r.done, 5000));
+    fprintf(stderr, "unreachable member: %s: %s\n", redlock_err_name(r.rc), r.msg);
+    ck_assert_int_eq(r.rc, REDLOCK_ENO_QUORUM);
+    ck_assert_msg(strstr(r.msg, "1 of 1 members failed") != NULL && strstr(r.msg, missing + 7),
+                  "the failure is not reported: '%s'", r.msg);
+    redlock_lock_free(l);
+    redlock_client_free(L.c);
+    L.c = NULL;
+
+    /* With two healthy members the lock is taken all the same. */
+    memset(&L, 0, sizeof(L));
+    L.timer_at_ms = -1;
+    ck_assert_int_eq(redlock_client_new(&L.c, uris, 3, &o), REDLOCK_OK);
+    ck_assert_int_eq(redlock_loop_attach(L.c, on_socket, on_timer, &L), REDLOCK_OK);
+    l = new_lock("pipeline:unreachable3");
+    start_acquire(l, 1, 0, 10000, &r);
+    ck_assert(run_until(&r.done, 5000));
+    ck_assert_msg(r.rc == REDLOCK_OK, "%s: %s", redlock_err_name(r.rc), r.msg);
+    start_unlock(l, 1, &r);
+    ck_assert(run_until(&r.done, 5000));
+    ck_assert_int_eq(r.rc, REDLOCK_OK);
+    redlock_lock_free(l);
+    redlock_client_free(L.c);
+    L.c = NULL;
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("loop_pipeline");
@@ -242,6 +296,7 @@ int main(void)
     RIG_ADD_CASE(s, test_member_killed_and_restarted, 60);
     RIG_ADD_CASE(s, test_member_frozen_and_thawed, 60);
     RIG_ADD_CASE(s, test_script_cache_flushed, 60);
+    RIG_ADD_CASE(s, test_unreachable_member_reports_its_calls, 60);
     sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);
     failed = srunner_ntests_failed(sr);

@@ -114,10 +114,14 @@ static int drain_replies(slot *s, size_t bi, redlock__reply_fn fn, void *ud,
              * resend the body once; the EVAL also reloads the cache. */
             freeReplyObject(r);
             s->head++;
-            if (redlock__queue_call(s->conn, &s->batch->calls[call], 1) != REDLOCK_OK)
-                return fail_slot(s, bi, REDLOCK_ENOMEM, "out of memory", fn, ud, NULL);
             s->eval[s->tail] = 1;
             s->queue[s->tail++] = call;
+            if (redlock__queue_call(s->conn, &s->batch->calls[call], 1) != REDLOCK_OK) {
+                /* The call still gets its outcome; the resend never went
+                 * out, so no reply of it may be skipped. */
+                redlock__conn_close(s->conn);
+                return fail_slot(s, bi, REDLOCK_ENOMEM, "out of memory", fn, ud, NULL);
+            }
             if (redlock__conn_io(s->conn, POLLOUT) != REDLOCK_OK)
                 return fail_slot(s, bi, REDLOCK_EIO, s->conn->errmsg, fn, ud, failures);
             continue;
@@ -175,8 +179,12 @@ static int start_slot(slot *s, size_t bi, redlock__reply_fn fn, void *ud,
     if ((rc = redlock__conn_open(s->conn)) != REDLOCK_OK)
         return fail_slot(s, bi, rc, s->conn->errmsg, fn, ud, failures);
     for (i = 0; i < s->batch->ncalls; i++)
-        if ((rc = redlock__queue_call(s->conn, &s->batch->calls[i], 0)) != REDLOCK_OK)
+        if ((rc = redlock__queue_call(s->conn, &s->batch->calls[i], 0)) != REDLOCK_OK) {
+            /* Nothing of the batch went out: skipping its replies would
+             * hand the next user's replies to the wrong calls. */
+            redlock__conn_close(s->conn);
             return fail_slot(s, bi, rc, "cannot encode command", fn, ud, NULL);
+        }
     /* Write at once on a ready connection: saves a poll() per request. */
     if ((rc = redlock__conn_io(s->conn, POLLOUT)) != REDLOCK_OK)
         return fail_slot(s, bi, rc, s->conn->errmsg, fn, ud, failures);

@@ -26,6 +26,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "core/util.h"
 #include "lock/hold.h"
 #include "lock/internal.h"
 #include "lock/watchdog.h"
@@ -634,6 +635,67 @@ START_TEST(test_subscriber_idle_after_dead_node)
 }
 END_TEST
 
+/* A call that cannot be encoded (more arguments than a call takes) fails,
+ * and the pooled connection it was meant for stays in step: nothing of it
+ * went out, so the next user's replies are its own. It used to skip one
+ * reply for the call never sent, and hand the next user nothing. */
+typedef struct heard {
+    int calls, err;
+    char text[32];
+} heard;
+
+static int note_reply(void *ud, size_t batch, size_t call, int err, const char *msg,
+                      redisReply *r)
+{
+    heard *h = ud;
+
+    (void)batch, (void)call, (void)msg;
+    h->calls++;
+    h->err = err;
+    if (!err && r && (r->type == REDIS_REPLY_STRING || r->type == REDIS_REPLY_STATUS))
+        snprintf(h->text, sizeof(h->text), "%s", r->str);
+    return 0;
+}
+
+static heard fan_one(redlock_client *c, int argc, const char *const *argv)
+{
+    redlock__call call = {-1, 0, argc, argv, NULL};
+    redlock__batch b;
+    heard h;
+
+    memset(&b, 0, sizeof(b));
+    memset(&h, 0, sizeof(h));
+    b.node = 0;
+    b.calls = &call;
+    b.ncalls = 1;
+    b.deadline_ns = redlock__now_ns() + 500 * REDLOCK__NS_PER_MS;
+    ck_assert_int_eq(c->tp.ops->fanout(c->tp.ctx, &b, 1, note_reply, &h), REDLOCK_OK);
+    return h;
+}
+
+START_TEST(test_unencodable_call_keeps_stream_in_step)
+{
+    const char *too_many[REDLOCK__MAX_CALL_ARGS + 1];
+    redlock_client *c = client_for(rig_plain_uri(0), NULL);
+    const char *ping[2] = {"PING", "first"}, *again[2] = {"PING", "second"};
+    heard h;
+    size_t i;
+
+    h = fan_one(c, 2, ping);
+    ck_assert_str_eq(h.text, "first");
+    too_many[0] = "PING";
+    for (i = 1; i < REDLOCK__MAX_CALL_ARGS + 1; i++)
+        too_many[i] = "x";
+    h = fan_one(c, REDLOCK__MAX_CALL_ARGS + 1, too_many);
+    ck_assert_int_eq(h.calls, 1);
+    ck_assert_int_ne(h.err, 0);
+    h = fan_one(c, 2, again);
+    ck_assert_msg(h.calls == 1 && h.err == 0 && strcmp(h.text, "second") == 0,
+                  "the next call heard %d replies (err %d, '%s')", h.calls, h.err, h.text);
+    redlock_client_free(c);
+}
+END_TEST
+
 /* ------------------------------------------------------------------------ */
 /* Bad input. */
 
@@ -957,6 +1019,7 @@ static Suite *transport_suite(void)
     tcase_add_test(tc, test_silent_listener_deadline);
     tcase_add_test(tc, test_connection_refused);
     tcase_add_test(tc, test_subscriber_idle_after_dead_node);
+    tcase_add_test(tc, test_unencodable_call_keeps_stream_in_step);
     suite_add_tcase(s, tc);
 
     tc = tcase_create("bad_input");

@@ -73,7 +73,10 @@ end
 local function enqueue()
     if ARGV[5] == '' then return end
     local lapse = now + tonumber(ARGV[6])
-    if redis.call('zscore', KEYS[6], ARGV[2]) then
+    -- Queued already, unless a Redisson client's script dropped the list
+    -- entry (its stale-waiter loop does, once its own grants have taken
+    -- their wait off every timeout): then the place goes back in order.
+    if redis.call('zscore', KEYS[6], ARGV[2]) and redis.call('lpos', KEYS[3], ARGV[2]) then
         redis.call('zadd', KEYS[6], lapse, ARGV[2])
         redis.call('zadd', KEYS[4], lapse + 600000, ARGV[2])
         redis.call('zadd', KEYS[5], 'nx', ARGV[5], ARGV[2])

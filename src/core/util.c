@@ -129,9 +129,16 @@ char *redlock__buf_extend(redlock__buf *b, size_t n)
         while (cap < b->len + n)
             cap *= 2;
         if (cap != b->cap) {
-            data = realloc(b->data, cap);
+            /* Not realloc: a buffer may hold a password (AUTH), and the
+             * block realloc would leave behind must be wiped first. */
+            data = malloc(cap);
             if (!data)
                 return NULL;
+            if (b->data) {
+                memcpy(data, b->data, b->len);
+                explicit_bzero(b->data, b->cap);
+                free(b->data);
+            }
             b->data = data;
             b->cap = cap;
         }

@@ -850,6 +850,58 @@ START_TEST(test_subscriber_killed_while_waiting)
 END_TEST
 
 /* ------------------------------------------------------------------------ */
+/* 5e. A Redisson client's scripts drop a waiter's list entry and timeout
+ *     (its stale-waiter loop, once its own grants took their wait off
+ *     every timeout): our waiter's next renewal puts its place back in the
+ *     list, so Redisson's later arrivals queue behind it again. */
+
+START_TEST(test_place_restored_after_redisson_drops_it)
+{
+    redlock_client *c = client_over(1);
+    redlock_lock *holder, *w;
+    char name[64], wf[FIELD_CAP];
+    int64_t t0;
+    bg_acquire b;
+    probe p;
+    redisReply *pos = NULL;
+
+    rig_unique_name(name, sizeof(name), "fair", "redissondrop");
+    probe_open(&p, 1, name);
+    holder = fair_handle(c, name, SHORT_PLACE_MS, 0);
+    w = fair_handle(c, name, SHORT_PLACE_MS, 0);
+    rig_field_of(c, W1, wf, sizeof(wf));
+    acquire_ok(holder, HOLDER, 0, LEASE_MS);
+    bg_start(&b, w, W1, 10000);
+    ck_assert_msg(wait_queue_len(&p, 1, 5000) >= 0, "the waiter never queued");
+    /* What Redisson's stale-waiter loop removes; our lapse and ticket stay. */
+    freeReplyObject(ask(&p, 0, "LREM %s 0 %s", p.queue, wf));
+    freeReplyObject(ask(&p, 0, "ZREM %s %s", p.timeouts, wf));
+    t0 = rig_now_ms();
+    while (rig_now_ms() - t0 < SHORT_PLACE_MS) {
+        freeReplyObject(pos);
+        pos = ask(&p, 0, "LPOS %s %s", p.queue, wf);
+        if (pos->type != REDIS_REPLY_NIL)
+            break;
+        rig_sleep_ms(10);
+    }
+    fprintf(stderr, "redisson drop: back in the list after %lld ms\n",
+            (long long)(rig_now_ms() - t0));
+    ck_assert_msg(pos->type != REDIS_REPLY_NIL,
+                  "the waiter's place is not back in the list after its renewals");
+    freeReplyObject(pos);
+    unlock_ok(holder, HOLDER);
+    pthread_join(b.th, NULL);
+    ck_assert_msg(b.rc == REDLOCK_OK, "waiter: %s", redlock_err_name(b.rc));
+    unlock_ok(w, W1);
+    ck_assert_int_ge(wait_all_empty(&p, 3000), 0);
+    redlock_lock_free(holder);
+    redlock_lock_free(w);
+    redlock_client_free(c);
+    probe_close(&p);
+}
+END_TEST
+
+/* ------------------------------------------------------------------------ */
 /* 6. Re-entry counts, also while others wait; a fenced re-entry keeps its
  *    token. */
 
@@ -926,6 +978,7 @@ int main(void)
     RIG_ADD_CASE(s, test_queues_on_second_attempt, 60);
     RIG_ADD_CASE(s, test_subscription_kept_between_waits, 60);
     RIG_ADD_CASE(s, test_subscriber_killed_while_waiting, 60);
+    RIG_ADD_CASE(s, test_place_restored_after_redisson_drops_it, 60);
     RIG_ADD_CASE(s, test_reentry_and_fencing, 60);
     return run_suite(s);
 }

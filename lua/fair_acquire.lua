@@ -52,8 +52,10 @@ local function refuse(v)
     return {v, 't', string.format('%.0f', math.max(seq + 1,
             tonumber(t[1]) * 1000000 + tonumber(t[2])))}
 end
--- The first waiter whose place has not lapsed, dropping lapsed ones.
+-- The first waiter whose place has not lapsed, dropping lapsed ones (the
+-- third result says some were).
 local function first_waiter(queue, timeouts, tickets, lapses, now)
+    local dropped = false
     for _ = 1, 100 do
         local first = redis.call('lindex', queue, 0)
         if not first or redis.call('zscore', tickets, first) then
@@ -62,11 +64,12 @@ local function first_waiter(queue, timeouts, tickets, lapses, now)
         if not first then return nil end
         -- Ours lapse by our own clock; a Redisson waiter's by its timeout.
         local lapse = redis.call('zscore', lapses, first) or redis.call('zscore', timeouts, first)
-        if lapse and tonumber(lapse) > now then return first, tonumber(lapse) end
+        if lapse and tonumber(lapse) > now then return first, tonumber(lapse), dropped end
         redis.call('lrem', queue, 0, first)
         redis.call('zrem', timeouts, first)
         redis.call('zrem', tickets, first)
         redis.call('zrem', lapses, first)
+        dropped = true
     end
     return nil
 end
@@ -146,11 +149,20 @@ end
 -- be first at once, or both could be refused while the lock is free, with
 -- nobody left to wake. Only a refused caller queues (or renews); a
 -- granted one leaves its place.
-local first, lapse = first_waiter(KEYS[3], KEYS[4], KEYS[5], KEYS[6], now)
+local first, lapse, dropped = first_waiter(KEYS[3], KEYS[4], KEYS[5], KEYS[6], now)
 if first and first ~= ARGV[2] then
     local theirs = ARGV[5] ~= '' and tonumber(redis.call('zscore', KEYS[5], first) or '')
     local ticket = tonumber(ARGV[5])
     if not theirs or theirs < ticket or (theirs == ticket and first < ARGV[2]) then
+        -- The lock is free and the head just left: a waiter that died
+        -- after the last release woke it. Nobody has woken the new first
+        -- (a Redisson waiter would sleep out the dead one's timeout, ours
+        -- until its renewal): wake it now, on its channel (the queue's
+        -- name with the channel's prefix).
+        if dropped then
+            redis.call('publish', 'redisson_lock__channel' .. string.sub(KEYS[3], 20) .. ':' ..
+                       first, '0')
+        end
         enqueue()
         return refuse(math.max(math.min(lapse - now, tonumber(ARGV[6])), 0))
     end

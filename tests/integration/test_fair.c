@@ -902,6 +902,73 @@ START_TEST(test_place_restored_after_redisson_drops_it)
 END_TEST
 
 /* ------------------------------------------------------------------------ */
+/* 5f. The head of the queue dies after a release woke it: the next waiter
+ *     is woken by whichever attempt finds the lock free and drops the dead
+ *     place, not left to sleep until its renewal (a Redisson waiter would
+ *     sleep out the dead place's timeout, about 10 minutes). The dead head
+ *     is written by hand, ticket 1, lapsing DEAD_HEAD_MS after the start. */
+
+#define DEAD_HEAD_MS 1500
+
+START_TEST(test_next_waiter_woken_when_dead_head_dropped)
+{
+    redlock_client *c = client_over(1);
+    redlock_lock *holder, *w, *late;
+    char name[64], wf[FIELD_CAP];
+    const char *dead = "dead-head-of-the-queue";
+    char lapses[128], lapse[32], timeout[32];
+    long long now_ms;
+    int64_t start_ms = rig_now_ms();
+    int64_t tried_us;
+    redisReply *t;
+    bg_acquire b;
+    probe p;
+
+    rig_unique_name(name, sizeof(name), "fair", "deadhead");
+    probe_open(&p, 1, name);
+    /* A long place: the waiter's own renewal comes every 10 s. */
+    holder = fair_handle(c, name, 30000, 0);
+    w = fair_handle(c, name, 30000, 0);
+    late = fair_handle(c, name, 30000, 0);
+    rig_field_of(c, W1, wf, sizeof(wf));
+    acquire_ok(holder, HOLDER, 0, LEASE_MS);
+    t = ask(&p, 0, "TIME");
+    now_ms = atoll(t->element[0]->str) * 1000 + atoll(t->element[1]->str) / 1000;
+    freeReplyObject(t);
+    snprintf(lapses, sizeof(lapses), "redlock_fairlapse:{%s}", name);
+    snprintf(lapse, sizeof(lapse), "%lld", now_ms + DEAD_HEAD_MS);
+    snprintf(timeout, sizeof(timeout), "%lld", now_ms + DEAD_HEAD_MS + 600000);
+    freeReplyObject(ask(&p, 0, "RPUSH %s %s", p.queue, dead));
+    freeReplyObject(ask(&p, 0, "ZADD %s 1 %s", p.tickets, dead));
+    freeReplyObject(ask(&p, 0, "ZADD %s %s %s", lapses, lapse, dead));
+    freeReplyObject(ask(&p, 0, "ZADD %s %s %s", p.timeouts, timeout, dead));
+    bg_start(&b, w, W1, 20000);
+    ck_assert_msg(wait_queue_len(&p, 2, 5000) >= 0, "the waiter never queued");
+    /* The release wakes the dead head, which never comes. */
+    unlock_ok(holder, HOLDER);
+    while (rig_now_ms() < start_ms + DEAD_HEAD_MS + 200)
+        rig_sleep_ms(10);
+    /* Another owner's try finds the lock free and the dead head lapsed. */
+    tried_us = rig_now_us();
+    acquire_busy(late, W2);
+    pthread_join(b.th, NULL);
+    fprintf(stderr, "dead head: the next waiter granted %lld ms after the try that dropped it\n",
+            (long long)((b.done_us - tried_us) / 1000));
+    ck_assert_msg(b.rc == REDLOCK_OK, "waiter: %s", redlock_err_name(b.rc));
+    ck_assert_msg(b.done_us - tried_us <= 1000 * 1000,
+                  "the waiter was granted %lld ms after the dead head was dropped",
+                  (long long)((b.done_us - tried_us) / 1000));
+    unlock_ok(w, W1);
+    ck_assert_int_ge(wait_all_empty(&p, 3000), 0);
+    redlock_lock_free(holder);
+    redlock_lock_free(w);
+    redlock_lock_free(late);
+    redlock_client_free(c);
+    probe_close(&p);
+}
+END_TEST
+
+/* ------------------------------------------------------------------------ */
 /* 6. Re-entry counts, also while others wait; a fenced re-entry keeps its
  *    token. */
 
@@ -979,6 +1046,7 @@ int main(void)
     RIG_ADD_CASE(s, test_subscription_kept_between_waits, 60);
     RIG_ADD_CASE(s, test_subscriber_killed_while_waiting, 60);
     RIG_ADD_CASE(s, test_place_restored_after_redisson_drops_it, 60);
+    RIG_ADD_CASE(s, test_next_waiter_woken_when_dead_head_dropped, 60);
     RIG_ADD_CASE(s, test_reentry_and_fencing, 60);
     return run_suite(s);
 }

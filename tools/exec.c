@@ -119,7 +119,8 @@ static void *sig_main(void *arg)
 /* Blocks the signals in the calling (main) thread, so every thread
  * started after it - the library's included - inherits the block, and
  * starts the thread that takes them. SIGTTOU is blocked too: giving the
- * terminal back from a background process group must not stop redlock. */
+ * terminal back from a background process group must not stop redlock;
+ * and SIGPIPE (below). */
 static int sig_start(sig_thread *t)
 {
     static const int taken[] = {SIGINT, SIGTERM, SIGHUP};
@@ -140,6 +141,10 @@ static int sig_start(sig_thread *t)
     sigaddset(&t->wait_set, SIGCHLD);
     block = t->wait_set;
     sigaddset(&block, SIGTTOU);
+    /* A message to a stderr whose reader is gone (`... 2>&1 | head` that
+     * quit) must fail with EPIPE, not kill redlock while it holds the
+     * lock. The command gets the mask redlock started with. */
+    sigaddset(&block, SIGPIPE);
     if (pthread_sigmask(SIG_BLOCK, &block, &saved_mask) != 0)
         return -1;
     /* An ignored SIGCHLD (inherited) would reap the command for us. */

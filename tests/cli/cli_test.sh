@@ -175,7 +175,22 @@ EOF
   run exec job -- true
   expect_rc 0 "exec true"
   [ "$(keys_on_nodes job)" = 0 ] || fail "lock keys left after the failed command"
-  note "status inside exec, --fencing, 127 for a missing command"
+  # stderr is a pipe whose reader is gone (`... 2>&1 | head` that has
+  # quit): writing the message must not kill redlock while it holds the
+  # lock (SIGPIPE left the keys for a whole lease).
+  local pipe_rc
+  pipe_rc=$(python3 - "$REDLOCK" "$WORK/no-such-command" <<'PY'
+import os, subprocess, sys
+r, w = os.pipe()
+os.close(r)  # the reader is gone before anything is written
+p = subprocess.run([sys.argv[1], "exec", "job", "--", sys.argv[2]], stdout=w, stderr=w,
+                   stdin=subprocess.DEVNULL, timeout=60)
+print(p.returncode)
+PY
+)
+  [ "$pipe_rc" = 127 ] || fail "exec with a closed stderr pipe: status $pipe_rc, expected 127"
+  [ "$(keys_on_nodes job)" = 0 ] || fail "lock keys left after writing to a closed pipe"
+  note "status inside exec, --fencing, 127 for a missing command (also with stderr closed)"
 }
 
 case_busy() {

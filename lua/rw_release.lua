@@ -50,7 +50,9 @@ if ARGV[4] ~= '1' and count > 1 then
     if #rest > 52 then rest = string.sub(rest, -52) end
     redis.call('hset', KEYS[1], field, count - 1, genf, 'g' .. gen .. rest)
     if writing then
-        redis.call('pexpire', KEYS[1], ARGV[2])
+        -- Never shorter: the writer's own read holds may outlast it.
+        redis.call('pexpire', KEYS[1],
+                   math.max(redis.call('pttl', KEYS[1]), tonumber(ARGV[2])))
     else
         redis.call('del', timeout_key(field, count))
     end

@@ -11,8 +11,10 @@
 -- Returns 1 renewed, 0 held by others only, -2 the key does not exist.
 local n = redis.call('hget', KEYS[1], ARGV[2])
 if n then
+    -- Never shorter than it is: a read hold this writer took under its
+    -- write hold may have a longer lease.
     if string.sub(ARGV[2], -6) == ':write' then
-        redis.call('pexpire', KEYS[1], ARGV[1])
+        redis.call('pexpire', KEYS[1], math.max(redis.call('pttl', KEYS[1]), tonumber(ARGV[1])))
         return 1
     end
     local tag = KEYS[1]

@@ -44,7 +44,9 @@ if mode == 'write' then
             local rest = string.sub(v, #gen + 1) .. ',' .. seq
             if #rest > 52 then rest = string.sub(rest, -52) end
             redis.call('hset', KEYS[1], ARGV[2], tonumber(h[1]) + 1, genf, 'g' .. gen .. rest)
-            redis.call('pexpire', KEYS[1], ARGV[1])
+            -- Never shorter: the writer's own read holds may outlast it.
+            redis.call('pexpire', KEYS[1],
+                       math.max(redis.call('pttl', KEYS[1]), tonumber(ARGV[1])))
             return {0, gen}
         end
         if #gen == 32 and tonumber(string.sub(gen, 1, 12), 16) > tonumber(seq, 16) then

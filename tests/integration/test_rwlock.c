@@ -491,6 +491,45 @@ static void on_lost(void *ud, redlock_lock *lock, uint64_t owner, int reason)
     atomic_fetch_add(&p->calls, 1);
 }
 
+/* An owner holding the write hold may take a read hold with a longer
+ * lease. Renewing (or re-entering) the write hold must not cut the hash's
+ * TTL back to the write lease: the hash would expire while the read hold
+ * still counts as valid, and another writer could then be granted. */
+START_TEST(test_write_renewal_keeps_longer_read_hold)
+{
+    redlock_client *c = client_with(N_NODES, NODE_TIMEOUT_MS, 1500);
+    char name[64];
+    redlock_lock *r, *w;
+    long long pttl;
+    size_t i;
+
+    rig_unique_name(name, sizeof(name), "rw", "wd-longread");
+    r = handle(c, name, REDLOCK_LOCK_READ);
+    w = handle(c, name, REDLOCK_LOCK_WRITE);
+    acquire_ok(w, W1, 0, 0);       /* watchdog: 1.5 s, renewed every 0.5 s */
+    acquire_ok(r, W1, 0, 60000);   /* under it, a read hold of 60 s */
+    acquire_ok(w, W1, 0, 0);       /* and a write re-entry */
+    rig_sleep_ms(1200);            /* two renewals of the write hold */
+    for (i = 0; i < N_NODES; i++) {
+        pttl = atoll(cli(i, "PTTL %s", name));
+        ck_assert_msg(pttl > 50000, "node %zu: the hash expires in %lld ms under a read hold "
+                      "of 60 s", i, pttl);
+    }
+    unlock_ok(w, W1);
+    unlock_ok(w, W1);
+    for (i = 0; i < N_NODES; i++) {
+        pttl = atoll(cli(i, "PTTL %s", name));
+        ck_assert_msg(pttl > 50000, "node %zu: after the write release the hash expires in "
+                      "%lld ms", i, pttl);
+    }
+    unlock_ok(r, W1);
+    ck_assert_int_ge(wait_all_gone(N_NODES, name, 3000), 0);
+    redlock_lock_free(r);
+    redlock_lock_free(w);
+    redlock_client_free(c);
+}
+END_TEST
+
 START_TEST(test_watchdog_and_loss)
 {
     redlock_client *c = client_with(N_NODES, NODE_TIMEOUT_MS, 1500);
@@ -629,6 +668,7 @@ int main(void)
     RIG_ADD_CASE(s, test_writer_not_starved, 90);
     RIG_ADD_CASE(s, test_plain_and_rw_exclude, 60);
     RIG_ADD_CASE(s, test_plain_same_owner_keeps_read_hold, 60);
+    RIG_ADD_CASE(s, test_write_renewal_keeps_longer_read_hold, 60);
     RIG_ADD_CASE(s, test_watchdog_and_loss, 60);
     RIG_ADD_CASE(s, test_failed_quorum_leaves_nothing, 60);
     return run_suite(s);

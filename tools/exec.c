@@ -220,6 +220,8 @@ static void sig_stop(sig_thread *t)
  * once a call returns, on the thread that made it. Once a quorum answers,
  * the rest of the wait is one call, since waiting for a holder is the
  * library's job (release messages, the holder's TTL) and must not poll.
+ * A fair lock's wait is always one call: a waiter whose call ends leaves
+ * the queue, and would come back behind everyone who arrived meanwhile.
  */
 #define REPORT_SLICE_MS 1000
 
@@ -278,7 +280,7 @@ static int note_members(waiter *w)
 static int acquire(waiter *w, const cli_exec_opts *o, char *why, size_t cap)
 {
     int64_t start = cli_now_ns(), unavailable_since = 0, deadline = -1;
-    int slice = 1, rc;
+    int slice = o->kind != REDLOCK_LOCK_FAIR, rc;
 
     /* A --wait beyond the clock's range (centuries) is forever. */
     if (o->wait_ms >= 0 && o->wait_ms < (INT64_MAX - start) / 1000000)

@@ -387,6 +387,13 @@ case_fair() {
     # Each waiter is queued on every node before the next one starts.
     wait_until '[ "$(queue_len_min)" -ge '"$want"' ]' 20 || fail "$w did not queue"
   done
+  # A waiter keeps its place (its ticket) for its whole --wait: it does not
+  # leave and queue again behind later arrivals.
+  local tickets p
+  tickets=$(for p in $PORTS; do redis-cli -p "$p" ZRANGE "redlock_fair:{fq}" 0 -1 WITHSCORES; done)
+  sleep 2.5
+  [ "$(for p in $PORTS; do redis-cli -p "$p" ZRANGE "redlock_fair:{fq}" 0 -1 WITHSCORES; done)" = "$tickets" ] ||
+    fail "fair waiters took new tickets while they waited"
   # A waiter that gives up leaves every queue at once.
   start_exec quitter exec fq --fair --wait 1s -- true
   wait_until '[ "$(queue_len_min)" -ge 4 ]' 20 || fail "the quitter did not queue"

@@ -537,14 +537,21 @@ static int supervise(supervisor *s)
 }
 
 /* The leader has exited. What it left in its group was signalled with it
- * after a loss or a forwarded signal, and is killed now; after a normal
- * end it keeps running, without the lock, and the user is told. */
+ * after a loss or a forwarded signal: it gets the rest of --grace to end
+ * (counted from the SIGTERM of a loss, else from now), and then SIGKILL.
+ * After a normal end it keeps running, without the lock, and the user is
+ * told. */
 static void leftovers(supervisor *s)
 {
     if (!cli_pgroup_alive(&s->pg))
         return;
     if ((s->lost && s->o->on_lost != CLI_LOST_IGNORE) || s->forwarded) {
-        cli_pgroup_signal(&s->pg, SIGKILL);
+        int64_t kill_at = s->kill_at_ns ? s->kill_at_ns : cli_now_ns() + s->o->grace_ms * 1000000;
+
+        while (cli_pgroup_alive(&s->pg) && cli_now_ns() < kill_at)
+            poll(NULL, 0, 20);
+        if (cli_pgroup_alive(&s->pg))
+            cli_pgroup_signal(&s->pg, SIGKILL);
         return;
     }
     cli_warn(s->o->name, "processes the command started are still running, without the %s "

@@ -671,6 +671,29 @@ case_pgroup_signal() {
   [ "$(keys_on_nodes ps)" = 0 ] || fail "lock not released"
   note "SIGTERM forwarded to the group: both sleeps gone, lock released"
 
+  # A process of the group that needs time to clean up gets --grace for
+  # it, though the leader (the shell) exits at once on the SIGTERM.
+  cat >"$WORK/slow_clean.py" <<'PY'
+import signal, sys, time
+def done(*_):
+    time.sleep(0.5)
+    open(sys.argv[1], "w").write("cleaned")
+    sys.exit(0)
+signal.signal(signal.SIGTERM, done)
+open(sys.argv[2], "w").write("ready")
+time.sleep(60)
+PY
+  "$REDLOCK" exec --grace 3s pg2 -- sh -c 'python3 "$1" "$2" "$3" & wait' sh \
+    "$WORK/slow_clean.py" "$WORK/cleaned" "$WORK/ready" 2>"$WORK/pg2.err" &
+  pid=$!
+  bg_add "$pid"
+  wait_file "$WORK/ready" 20 || fail "the worker did not start"
+  kill -TERM "$pid"
+  wait_pid "$pid" 20 || fail "exec did not end after SIGTERM"
+  [ -e "$WORK/cleaned" ] || fail "the worker was killed before --grace ran out: $(cat "$WORK/pg2.err")"
+  [ "$(keys_on_nodes pg2)" = 0 ] || fail "lock not released"
+  note "a worker left in the group finished its clean-up within --grace"
+
   # After a normal end, what the command left running is reported.
   run exec ps2 -- sh -c 'sleep 300 & echo $! > "$1"' sh "$WORK/left"
   expect_rc 0 "a command that leaves a process behind"

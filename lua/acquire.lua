@@ -42,6 +42,8 @@
 --   -3           this request was cancelled (by abort.lua or release.lua
 --                before it ran), or it is a late copy of a fresh acquire
 --                that a newer hold of the same owner already replaced
+--   error "EUPGRADE ..."  this owner holds a read hold of a read-write
+--                lock of the same name (rw_write_acquire.lua's answer)
 -- The common path, a fresh grant, runs EXISTS (of the three keys), HSET,
 -- PEXPIRE: as many calls as Redisson's.
 local genf = ARGV[2] .. ':gen'
@@ -59,6 +61,12 @@ if redis.call('exists', KEYS[1], KEYS[2], writer_mark) > 0 then
     -- A read-write lock of this name (rw_read_acquire.lua) excludes us; its
     -- reader field has our field's name and is never ours to replace.
     if h[3] then
+        -- Our own read hold: waiting for it would be waiting for ourselves
+        -- (and the mark below would keep every other reader out).
+        if h[3] == 'read' and h[1] then
+            return redis.error_reply('EUPGRADE the owner holds a read hold on ' .. KEYS[1] ..
+                                     ': a read hold cannot be upgraded to a plain lock')
+        end
         local left = redis.call('pttl', KEYS[1])
         local wait = tonumber(ARGV[5] or '0')
         if h[3] == 'read' and wait ~= 0 then

@@ -411,8 +411,8 @@ typedef struct redlock_lock_options {
      * read holds at once, or one owner a write hold; make one handle of
      * each kind for the same name. Both are reentrant; an owner holding the
      * write hold may also take read holds, but an owner holding a read hold
-     * cannot take the write hold (REDLOCK_EUPGRADE: it would wait for
-     * itself). A waiting writer keeps new readers out, so a stream of
+     * cannot take the write hold, nor a plain lock of the same name
+     * (REDLOCK_EUPGRADE at once: it would wait for itself). A waiting writer keeps new readers out, so a stream of
      * readers cannot starve it (see the README). A plain lock and a
      * read-write lock of the same name exclude each other (both sides).
      * Watchdog leases, on_lost, MultiLock members and replica_acks work as

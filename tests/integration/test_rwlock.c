@@ -442,11 +442,13 @@ START_TEST(test_plain_same_owner_keeps_read_hold)
 {
     redlock_client *c = client_over(1);
     char name[64], fr[FIELD_CAP], a[ARGS_CAP], k[ARGS_CAP];
-    redlock_lock *m, *r;
+    redlock_lock *m, *r, *r2;
+    int64_t t0;
 
     rig_unique_name(name, sizeof(name), "rw", "same-owner");
     m = handle(c, name, REDLOCK_LOCK_MUTEX);
     r = handle(c, name, REDLOCK_LOCK_READ);
+    r2 = handle(c, name, REDLOCK_LOCK_READ);
     rig_field_of(c, R1, fr, sizeof(fr));
 
     /* A plain hold's own owner is kept out as a reader (this side works). */
@@ -456,10 +458,18 @@ START_TEST(test_plain_same_owner_keeps_read_hold)
     unlock_ok(m, PLAIN);
     ck_assert_int_ge(wait_all_gone(1, name, 0), 0);
 
-    /* A reader's own owner is kept out as a plain locker, and the hold
+    /* A reader's own owner is refused as a plain locker: REDLOCK_EUPGRADE
+     * at once, even with a wait (it would wait for itself, and its
+     * waiting-writer mark would keep every other reader out), and the hold
      * stays as it was. */
     acquire_ok(r, R1, 0, LEASE_MS);
-    acquire_busy(m, R1);
+    ck_assert_int_eq(redlock_acquire_as(m, R1, 0, LEASE_MS), REDLOCK_EUPGRADE);
+    t0 = rig_now_ms();
+    ck_assert_int_eq(redlock_acquire_as(m, R1, 2000, LEASE_MS), REDLOCK_EUPGRADE);
+    ck_assert_msg(rig_now_ms() - t0 < 1000, "the refusal took %lld ms",
+                  (long long)(rig_now_ms() - t0));
+    acquire_ok(r2, R2, 0, LEASE_MS); /* no waiting-writer mark keeps readers out */
+    unlock_ok(r2, R2);
     ck_assert_str_eq(rig_cli(0, fmt_args(a, "HGET '%s' '%s'", name, fr)), "1");
     ck_assert_int_eq(rig_cli(0, fmt_args(a, "HGET '%s' '%s:gen'", name, fr))[0], 'g');
     ck_assert_str_eq(rig_cli(0, fmt_args(a, "EXISTS '%s'", timeout_key(k, name, fr, 1))), "1");
@@ -467,6 +477,7 @@ START_TEST(test_plain_same_owner_keeps_read_hold)
     ck_assert_int_ge(wait_all_gone(1, name, 0), 0);
     redlock_lock_free(m);
     redlock_lock_free(r);
+    redlock_lock_free(r2);
     redlock_client_free(c);
 }
 END_TEST

@@ -8,7 +8,8 @@
 -- ARGV[1]  lease in ms
 -- ARGV[2]  holder field (":write" appended for a write hold)
 --
--- Returns 1 renewed, 0 held by others only, -2 the key does not exist.
+-- Returns 1 renewed, 0 held by others only, -2 the key does not exist (or
+-- every read hold of ours in it has lapsed).
 local n = redis.call('hget', KEYS[1], ARGV[2])
 if n then
     -- Never shorter than it is: a read hold this writer took under its
@@ -19,9 +20,15 @@ if n then
     end
     local tag = KEYS[1]
     if not string.find(tag, '{', 1, true) then tag = '{' .. tag .. '}' end
+    local live = 0
     for i = 1, tonumber(n) do
-        redis.call('pexpire', tag .. ':' .. ARGV[2] .. ':rwlock_timeout:' .. i, ARGV[1])
+        live = live + redis.call('pexpire', tag .. ':' .. ARGV[2] .. ':rwlock_timeout:' .. i,
+                                 ARGV[1])
     end
+    -- Every read hold of ours here has lapsed (other readers kept the hash
+    -- alive): nothing of ours keeps writers out any more, so this is no
+    -- renewal. As if the key were gone: the watchdog restores or loses it.
+    if live == 0 then return -2 end
     local left = redis.call('pttl', KEYS[1])
     redis.call('pexpire', KEYS[1], math.max(left, tonumber(ARGV[1])))
     return 1

@@ -541,6 +541,44 @@ START_TEST(test_write_renewal_keeps_longer_read_hold)
 }
 END_TEST
 
+/* A read hold whose timeout key lapsed on a node while other readers kept
+ * the hash alive there no longer keeps writers out on that node: its
+ * renewal must not count as one. It did (the hash was extended and 1
+ * returned), and the holder went on counting that node. */
+START_TEST(test_lapsed_read_hold_is_not_renewed)
+{
+    redlock_client *c = client_with(1, NODE_TIMEOUT_MS, 1500);
+    char name[64], fr[FIELD_CAP], k[ARGS_CAP];
+    redlock_lock *r, *other;
+    lost_probe rl;
+    int64_t t0;
+
+    memset(&rl, 0, sizeof(rl));
+    rig_unique_name(name, sizeof(name), "rw", "lapsed-read");
+    r = handle(c, name, REDLOCK_LOCK_READ);
+    other = handle(c, name, REDLOCK_LOCK_READ);
+    redlock_lock_set_on_lost(r, on_lost, &rl);
+    rig_field_of(c, R1, fr, sizeof(fr));
+    acquire_ok(r, R1, 0, 0);            /* watchdog: renewed every 0.5 s */
+    acquire_ok(other, R2, 0, 20000);    /* keeps the hash alive */
+    /* R1's read hold lapses on the node (as when its renewals could not
+     * reach it for longer than the lease). */
+    ck_assert_str_eq(cli(0, "DEL %s", timeout_key(k, name, fr, 1)), "1");
+    t0 = rig_now_ms();
+    while (atomic_load(&rl.calls) == 0 && rig_now_ms() - t0 < 3000)
+        rig_sleep_ms(10);
+    ck_assert_msg(atomic_load(&rl.calls) == 1,
+                  "the lapsed read hold was still renewed %lld ms later",
+                  (long long)(rig_now_ms() - t0));
+    ck_assert_int_eq(redlock_unlock_as(r, R1), REDLOCK_ELOST);
+    unlock_ok(other, R2);
+    ck_assert_int_ge(wait_all_gone(1, name, 3000), 0);
+    redlock_lock_free(r);
+    redlock_lock_free(other);
+    redlock_client_free(c);
+}
+END_TEST
+
 START_TEST(test_watchdog_and_loss)
 {
     redlock_client *c = client_with(N_NODES, NODE_TIMEOUT_MS, 1500);
@@ -680,6 +718,7 @@ int main(void)
     RIG_ADD_CASE(s, test_plain_and_rw_exclude, 60);
     RIG_ADD_CASE(s, test_plain_same_owner_keeps_read_hold, 60);
     RIG_ADD_CASE(s, test_write_renewal_keeps_longer_read_hold, 60);
+    RIG_ADD_CASE(s, test_lapsed_read_hold_is_not_renewed, 60);
     RIG_ADD_CASE(s, test_watchdog_and_loss, 60);
     RIG_ADD_CASE(s, test_failed_quorum_leaves_nothing, 60);
     return run_suite(s);

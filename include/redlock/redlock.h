@@ -412,8 +412,9 @@ typedef struct redlock_lock_options {
      * each kind for the same name. Both are reentrant; an owner holding the
      * write hold may also take read holds, but an owner holding a read hold
      * cannot take the write hold, nor a plain lock of the same name
-     * (REDLOCK_EUPGRADE at once: it would wait for itself). A waiting writer keeps new readers out, so a stream of
-     * readers cannot starve it (see the README). A plain lock and a
+     * (REDLOCK_EUPGRADE at once: it would wait for itself). A waiting
+     * writer keeps new readers out, so a stream of readers cannot starve
+     * it (see the README). A plain lock and a
      * read-write lock of the same name exclude each other (both sides).
      * Watchdog leases, on_lost, MultiLock members and replica_acks work as
      * for the plain lock; fencing works for write holds only, and holder

@@ -3,6 +3,7 @@
  * Lock handles: creation, the per-member report, unlock and the fencing
  * token. The acquire and its wait are in acquire.c.
  */
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -69,11 +70,11 @@ int redlock_multilock_new(redlock_client *c, const redlock_member *members, size
     return redlock__lock_create(c, members, n, opts, kind, out);
 }
 
-/* The longest a fair waiter's renewal may take: the node timeout, or the
- * most a lease can derive (redlock__node_timeout_ns). */
+/* The longest a fair waiter's renewal may take: the node timeout the
+ * longest lease derives (redlock__node_timeout_ns caps it). */
 static int renewal_bound_ms(const redlock_client *c)
 {
-    return c->node_timeout_ms > 0 ? c->node_timeout_ms : 50;
+    return (int)(redlock__node_timeout_ns(c, INT32_MAX) / REDLOCK__NS_PER_MS);
 }
 
 int redlock__lock_create(redlock_client *c, const redlock_member *members, size_t n,
@@ -116,12 +117,15 @@ int redlock__lock_create(redlock_client *c, const redlock_member *members, size_
      * a node timeout: any shorter and places lapse while their waiters
      * live (and below 3 ms the renewals come without pause). */
     if (opts && opts->fair_wait_lease_ms > 0 &&
-        opts->fair_wait_lease_ms < 3 * renewal_bound_ms(c))
+        opts->fair_wait_lease_ms < 3 * renewal_bound_ms(c)) {
+        int bound = renewal_bound_ms(c);
+
         return redlock__fail(REDLOCK_EINVAL,
                              "fair_wait_lease_ms of %d ms is too short: a waiter renews its "
                              "place every third of it, each renewal may take a node timeout "
                              "(%d ms), so at least %d ms",
-                             opts->fair_wait_lease_ms, renewal_bound_ms(c), 3 * renewal_bound_ms(c));
+                             opts->fair_wait_lease_ms, bound, 3 * bound);
+    }
     if (opts && (opts->replica_acks < 0 || opts->replica_acks > REDLOCK__MAX_REPLICA_ACKS ||
                  opts->replica_timeout_ms < 0))
         return redlock__fail(REDLOCK_EINVAL,

@@ -17,8 +17,9 @@
 # freeze1 and kill_aof faults).
 # The failover cases run on Sentinel-managed groups (scripts/rig start
 # --sentinel G) instead of 5 plain nodes. REDLOCK_SAFETY_SECONDS overrides
-# the duration (default 20 s, soak 40 s, failover_acks 40 s,
-# failover_noacks 30 s, the rw_, sem_ and fair_ cases 15 s). Exit status:
+# the duration (default 14 s; none 10 s; kill_nopersist and pause_holder
+# 20 s; soak 30 s, failover_acks 40 s, failover_noacks 30 s; the rw_, sem_
+# and fair_ cases 12 s). Exit status:
 # 0 pass, 1 violation or failed check, 77 skipped (netem without
 # CAP_NET_ADMIN), 2 harness error.
 set -euo pipefail
@@ -54,9 +55,12 @@ if [[ "$nemesis" = clock* ]] && [ ! -f "$fastclock" ]; then
 fi
 if [ -z "$seconds" ]; then
   case "$nemesis" in
-    soak) default=40;; failover_acks) default=40;; failover_noacks) default=30;;
-    rw_*|sem_*|fair_*) default=15;;
-    *) default=20;;
+    soak) default=30;; failover_acks) default=40;; failover_noacks) default=30;;
+    # These two need time for a forced race or several pause rounds.
+    kill_nopersist|pause_holder) default=20;;
+    none) default=10;;
+    rw_*|sem_*|fair_*) default=12;;
+    *) default=14;;
   esac
   seconds=${REDLOCK_SAFETY_SECONDS:-$default}
 fi

@@ -19,7 +19,9 @@
 -- release.lua does), 0 decremented and still held (or a replay of that),
 -- 1 the field's last hold dropped. The key is deleted and both channels
 -- published only when no holder is left: a reader leaving live readers
--- behind leaves the hash (and its TTL) to them.
+-- behind leaves the hash (and its TTL) to them. A write hold leaving read
+-- holds behind turns the lock to read mode and publishes on KEYS[2] only
+-- (plain locks stay excluded).
 local field = ARGV[3]
 local genf = field .. ':gen'
 local writing = string.sub(field, -6) == ':write'
@@ -73,7 +75,14 @@ for i = 1, #rest, 2 do
         if string.sub(f, -6) == ':write' then return 1 end
         for k = tonumber(rest[i + 1]) or 0, 1, -1 do
             if redis.call('pttl', timeout_key(f, k)) > 0 then
-                if h[3] == 'write' then redis.call('hset', KEYS[1], 'mode', 'read') end
+                if h[3] == 'write' then
+                    -- The writer's own read holds are left: readers may
+                    -- enter now, and waiting ones are told (Redisson's
+                    -- write unlock tells nobody, and they sleep out the
+                    -- write lease).
+                    redis.call('hset', KEYS[1], 'mode', 'read')
+                    redis.call('publish', KEYS[2], '1')
+                end
                 return 1
             end
         end

@@ -482,6 +482,46 @@ START_TEST(test_plain_same_owner_keeps_read_hold)
 }
 END_TEST
 
+/* A writer that also holds a read hold releases its write hold: the lock
+ * turns to read mode, and a reader waiting on the write hold must be woken
+ * then, not at the end of the write lease. */
+START_TEST(test_downgrade_wakes_waiting_reader)
+{
+    redlock_client *c = client_over(N_NODES);
+    char name[64];
+    redlock_lock *w, *wr, *r;
+    bg_acquire b;
+    int64_t released_ms;
+
+    rig_unique_name(name, sizeof(name), "rw", "downgrade");
+    w = handle(c, name, REDLOCK_LOCK_WRITE);
+    wr = handle(c, name, REDLOCK_LOCK_READ);
+    r = handle(c, name, REDLOCK_LOCK_READ);
+    acquire_ok(w, W1, 0, LEASE_MS);
+    acquire_ok(wr, W1, 0, LEASE_MS); /* the writer's own read hold */
+    bg_start(&b, r, R1, 8000);
+    rig_sleep_ms(300); /* R1 is refused and waits */
+    ck_assert_int_eq(atomic_load(&b.finished), 0);
+    unlock_ok(w, W1);
+    released_ms = rig_now_ms();
+    pthread_join(b.th, NULL);
+    ck_assert_msg(b.rc == REDLOCK_OK, "waiting reader: %s", redlock_err_name(b.rc));
+    fprintf(stderr, "downgrade: reader granted %lld ms after the write release\n",
+            (long long)(b.done_us / 1000 - released_ms));
+    /* Woken by the release, not by a retry near the write lease's end. */
+    ck_assert_msg(b.done_us / 1000 - released_ms < 1000,
+                  "the reader was granted %lld ms after the write release",
+                  (long long)(b.done_us / 1000 - released_ms));
+    unlock_ok(r, R1);
+    unlock_ok(wr, W1);
+    ck_assert_int_ge(wait_all_gone(N_NODES, name, 3000), 0);
+    redlock_lock_free(w);
+    redlock_lock_free(wr);
+    redlock_lock_free(r);
+    redlock_client_free(c);
+}
+END_TEST
+
 /* ------------------------------------------------------------------------ */
 /* 6. Watchdog leases: renewed while held, loss reported. */
 
@@ -717,6 +757,7 @@ int main(void)
     RIG_ADD_CASE(s, test_writer_not_starved, 90);
     RIG_ADD_CASE(s, test_plain_and_rw_exclude, 60);
     RIG_ADD_CASE(s, test_plain_same_owner_keeps_read_hold, 60);
+    RIG_ADD_CASE(s, test_downgrade_wakes_waiting_reader, 60);
     RIG_ADD_CASE(s, test_write_renewal_keeps_longer_read_hold, 60);
     RIG_ADD_CASE(s, test_lapsed_read_hold_is_not_renewed, 60);
     RIG_ADD_CASE(s, test_watchdog_and_loss, 60);

@@ -1,7 +1,10 @@
 -- SPDX-License-Identifier: BSD-3-Clause
 -- Undo one fair acquire request whose outcome the client does not know
--- (abort.lua's rules); an undone grant wakes the next waiter. The waiter
--- keeps its place in the queue: it goes on waiting.
+-- (abort.lua's rules). A waiter that goes on waiting passes its ticket: an
+-- undone grant had taken its place out of the queue, and the place goes
+-- back where the ticket puts it, so the waiter stays first and nobody
+-- behind it is woken for a grant that must go to it. Without a ticket an
+-- undone grant wakes the next waiter.
 --
 -- KEYS[1]  lock name
 -- KEYS[2]  release channel prefix, redisson_lock__channel:{NAME}
@@ -13,6 +16,8 @@
 -- ARGV[1]  release message ("0")
 -- ARGV[2]  lease in ms: how long the mark stays
 -- ARGV[3]  owner field <client-id>:<owner-id>
+-- ARGV[4]  the waiter's ticket when it goes on waiting, else ""
+-- ARGV[5]  how long a waiter's place lasts without a renewal (ms)
 --
 -- Returns 0 nothing to undo (or a replay), 1 the grant was undone.
 -- The first waiter whose place has not lapsed, dropping lapsed ones (as
@@ -53,6 +58,33 @@ end
 redis.call('del', KEYS[1])
 local t = redis.call('time')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+if ARGV[4] ~= '' and not redis.call('zscore', KEYS[7], ARGV[3]) then
+    -- Back in ticket order (fair_acquire.lua's enqueue): after the last
+    -- entry that is a Redisson waiter's or has a smaller (ticket, field).
+    local ticket = tonumber(ARGV[4])
+    local len = redis.call('llen', KEYS[4])
+    local pivot = nil
+    for i = len - 1, math.max(len - 1000, 0), -1 do
+        local other = redis.call('lindex', KEYS[4], i)
+        local theirs = tonumber(redis.call('zscore', KEYS[6], other) or '')
+        if not theirs or theirs < ticket or (theirs == ticket and other < ARGV[3]) then
+            pivot = other
+            break
+        end
+        pivot = false
+    end
+    if pivot then
+        redis.call('linsert', KEYS[4], 'after', pivot, ARGV[3])
+    elseif pivot == false then
+        redis.call('lpush', KEYS[4], ARGV[3])
+    else
+        redis.call('rpush', KEYS[4], ARGV[3])
+    end
+    local lapse = now + tonumber(ARGV[5])
+    redis.call('zadd', KEYS[7], lapse, ARGV[3])
+    redis.call('zadd', KEYS[5], lapse + 600000, ARGV[3])
+    redis.call('zadd', KEYS[6], ARGV[4], ARGV[3])
+end
 local first = first_waiter(KEYS[4], KEYS[5], KEYS[6], KEYS[7], now)
 if first and first ~= ARGV[3] then redis.call('publish', KEYS[2] .. ':' .. first, ARGV[1]) end
 return 1

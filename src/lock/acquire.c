@@ -264,7 +264,7 @@ static int attempt_once(acquire *a)
 
         /* Undone wherever the clean-up has not dropped it already. */
         memset(every, 1, sizeof(every));
-        redlock__abort_members(l, a->field, a->res.request_id, a->lease_ms, every);
+        redlock__abort_members(l, a->field, a->res.request_id, a->lease_ms, NULL, every);
         return redlock__fail(REDLOCK_ELOST,
                              "lock '%s': the hold being re-entered was lost meanwhile",
                              redlock_lock_name(l));

@@ -398,8 +398,10 @@ int redlock__attempt(redlock_lock *l, const char *field, int64_t lease_ms, int r
     rc = redlock__attempt_outcome(&tally, res->validity_ms, fence);
     if (rc != REDLOCK_OK)
         /* Failed: undo on every member that may have granted, including
-         * those that timed out or were never heard from. */
-        redlock__abort_members(l, field, request_id, lease_ms, a.may_hold);
+         * those that timed out or were never heard from. A fair waiter
+         * with time left gets back the places its grants took. */
+        redlock__abort_members(l, field, request_id, lease_ms,
+                               wait_left_ms != 0 ? ticket : NULL, a.may_hold);
     log_attempt(l, &a, res, rc);
     free(a.answer);
     return rc;

@@ -34,6 +34,7 @@ typedef struct simple_ctx {
     const char *field;
     const char *request_id;
     const char *token;
+    const char *ticket;         /* abort of a fair waiter that goes on waiting */
     char lease[24];
     const char *drop_all;
     redlock__gens_text *gens;   /* release: per member, NULL when unknown */
@@ -80,6 +81,8 @@ static redlock__script_call build_release(const simple_ctx *s, size_t m, const c
                                .aux4_key = kind == REDLOCK__KIND_FAIR
                                                ? redlock__key(mem, REDLOCK__KEY_AUX4) : NULL,
                                .permits = s->l->permits,
+                               .ticket = s->ticket,
+                               .wait_lease_ms = s->l->wait_lease,
                                .mark_key = mark_key,
                                .message = REDLOCK__RELEASE_MSG,
                                .lease_ms = s->lease,
@@ -304,7 +307,7 @@ static size_t send_or_defer(redlock_lock *l, simple_ctx *s, redlock__plan_fill f
 }
 
 void redlock__abort_members(redlock_lock *l, const char *field, const char *request_id,
-                            int64_t lease_ms, const unsigned char *include)
+                            int64_t lease_ms, const char *ticket, const unsigned char *include)
 {
     simple_ctx s;
     size_t deferred;
@@ -315,6 +318,7 @@ void redlock__abort_members(redlock_lock *l, const char *field, const char *requ
     s.l = l;
     s.field = field;
     s.request_id = request_id;
+    s.ticket = ticket;
     s.drop_all = "0";
     deferred = send_or_defer(l, &s, fill_abort, include, lease_ms);
     if (deferred != (size_t)-1)

@@ -10,9 +10,11 @@ void redlock__note_failure(redlock_member_report *r, int err, const char *msg);
 
 /* Undoes request_id's grant on every member with include[m] != 0. Silent
  * nodes are not waited for; what does not answer is retried in the
- * background until the lease would have run out. */
+ * background until the lease would have run out. ticket: a fair waiter's
+ * when it goes on waiting (an undone grant gives its place back), else
+ * NULL. */
 void redlock__abort_members(redlock_lock *l, const char *field, const char *request_id,
-                            int64_t lease_ms, const unsigned char *include);
+                            int64_t lease_ms, const char *ticket, const unsigned char *include);
 
 /* A fair lock waiter leaves the queue on every included member (the end
  * of its wait, or its grant where the attempt did not grant it); what does

@@ -93,6 +93,9 @@ typedef struct redlock__release_args {
     const char *aux2_key, *aux3_key, *aux4_key; /* FAIR: the timeouts, the
                                                  * tickets, the lapses */
     const char *permits;  /* SEMAPHORE: P per grant */
+    const char *ticket;   /* FAIR abort only: the waiter's ticket when it
+                           * goes on waiting (its place goes back), or NULL */
+    const char *wait_lease_ms; /* FAIR abort only: how long that place lasts */
 } redlock__release_args;
 
 typedef struct redlock__renew_args {

@@ -969,6 +969,71 @@ START_TEST(test_next_waiter_woken_when_dead_head_dropped)
 END_TEST
 
 /* ------------------------------------------------------------------------ */
+/* 5g. A waiter's attempt granted by a minority is undone, and the waiter
+ *     keeps its places there: the grants had taken them out of the queue,
+ *     and without them the next waiter would be first on those nodes (and
+ *     woken by the undo) while the first one still waits. Long places: the
+ *     waiters renew only every 10 s. */
+
+START_TEST(test_failed_attempt_keeps_place)
+{
+    redlock_client *c = client_over(N_NODES);
+    redlock_lock *holder, *w1, *w2;
+    char name[64], f1[FIELD_CAP], f2[FIELD_CAP], channel[192];
+    bg_acquire b1, b2;
+    probe p;
+    size_t i;
+
+    rig_unique_name(name, sizeof(name), "fair", "minority");
+    probe_open(&p, N_NODES, name);
+    holder = fair_handle(c, name, 30000, 0);
+    w1 = fair_handle(c, name, 30000, 0);
+    w2 = fair_handle(c, name, 30000, 0);
+    rig_field_of(c, W1, f1, sizeof(f1));
+    rig_field_of(c, W2, f2, sizeof(f2));
+    acquire_ok(holder, HOLDER, 0, LEASE_MS);
+    bg_start(&b1, w1, W1, 20000);
+    ck_assert_msg(wait_queue_len(&p, 1, 5000) >= 0, "the first waiter never queued");
+    bg_start(&b2, w2, W2, 20000);
+    ck_assert_msg(wait_queue_len(&p, 2, 5000) >= 0, "the second waiter never queued");
+    /* The hold vanishes on two nodes and the first waiter is woken there:
+     * its attempt is granted by those two and refused by the other three. */
+    for (i = 0; i < 2; i++)
+        freeReplyObject(ask(&p, i, "DEL %s", name));
+    snprintf(channel, sizeof(channel), "redisson_lock__channel:{%s}:%s", name, f1);
+    freeReplyObject(ask(&p, 0, "PUBLISH %s 0", channel));
+    rig_sleep_ms(500);
+    for (i = 0; i < 2; i++) {
+        redisReply *pos = ask(&p, i, "LPOS %s %s", p.queue, f1);
+
+        ck_assert_msg(pos->type == REDIS_REPLY_INTEGER && pos->integer == 0,
+                      "node %zu: the first waiter is not at the head of the queue after its "
+                      "undone grant", i);
+        freeReplyObject(pos);
+        ck_assert_msg(ask_int(&p, i, "HEXISTS %s %s", name, f2) == 0,
+                      "node %zu: the second waiter was granted while the first waits", i);
+    }
+    ck_assert_int_eq(atomic_load(&b1.finished), 0);
+    ck_assert_int_eq(atomic_load(&b2.finished), 0);
+    /* The release on the other three hands the lock on in order. */
+    unlock_ok(holder, HOLDER);
+    pthread_join(b1.th, NULL);
+    ck_assert_msg(b1.rc == REDLOCK_OK, "first waiter: %s", redlock_err_name(b1.rc));
+    ck_assert_int_eq(atomic_load(&b2.finished), 0);
+    unlock_ok(w1, W1);
+    pthread_join(b2.th, NULL);
+    ck_assert_msg(b2.rc == REDLOCK_OK, "second waiter: %s", redlock_err_name(b2.rc));
+    unlock_ok(w2, W2);
+    ck_assert_int_ge(wait_all_empty(&p, 3000), 0);
+    redlock_lock_free(holder);
+    redlock_lock_free(w1);
+    redlock_lock_free(w2);
+    redlock_client_free(c);
+    probe_close(&p);
+}
+END_TEST
+
+/* ------------------------------------------------------------------------ */
 /* 6. Re-entry counts, also while others wait; a fenced re-entry keeps its
  *    token. */
 
@@ -1047,6 +1112,7 @@ int main(void)
     RIG_ADD_CASE(s, test_subscriber_killed_while_waiting, 60);
     RIG_ADD_CASE(s, test_place_restored_after_redisson_drops_it, 60);
     RIG_ADD_CASE(s, test_next_waiter_woken_when_dead_head_dropped, 60);
+    RIG_ADD_CASE(s, test_failed_attempt_keeps_place, 60);
     RIG_ADD_CASE(s, test_reentry_and_fencing, 60);
     return run_suite(s);
 }

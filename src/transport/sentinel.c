@@ -252,8 +252,9 @@ static int sc_command(sconn *c, int argc, const char **argv, redisReply **out, c
     return 0;
 }
 
-/* AUTH [user] password, when a password is set: 0, or -1 with err (the
- * server's error, which never quotes the password). */
+/* AUTH [user] password, when a password is set: 0; -2 with err when the
+ * server refused (its error, which never quotes the password); -1 with err
+ * when no answer came (write failed, connection lost, timeout). */
 static int sc_auth(sconn *c, const char *user, const char *password, char *err, size_t cap)
 {
     const char *argv[3] = {"AUTH", user, password};
@@ -271,7 +272,7 @@ static int sc_auth(sconn *c, const char *user, const char *password, char *err, 
     if (!ok)
         snprintf(err, cap, "AUTH: %.80s", r->str);
     freeReplyObject(r);
-    return ok ? 0 : -1;
+    return ok ? 0 : -2;
 }
 
 static int ask_one(const redlock__sentinel_cfg *cfg, const redlock__sentinel_addr *s,
@@ -315,9 +316,11 @@ out:
     return rc;
 }
 
-/* ROLE on the master named: 0 when it says "master" (or cannot be asked
- * for lack of rights: connecting then reports the auth failure itself),
- * -1 with err otherwise. */
+/* ROLE on the master named: 0 when it says "master" (or refuses our AUTH
+ * or ROLE for lack of rights: connecting then reports the refusal itself),
+ * -1 with err otherwise. An AUTH that gets no answer at all is not such a
+ * refusal: a frozen old master still accepts connections, and taking it
+ * would skip the sentinels that know of the failover. */
 static int check_role(const redlock__sentinel_cfg *cfg, const char *host, int port, char *err,
                       size_t cap)
 {
@@ -325,13 +328,13 @@ static int check_role(const redlock__sentinel_cfg *cfg, const char *host, int po
     redlock__sentinel_cfg data = *cfg;
     sconn c = {-1, NULL, NULL, 0};
     redisReply *r = NULL;
-    int rc = -1;
+    int rc = -1, auth;
 
     c.deadline = redlock__now_ns() + (int64_t)cfg->timeout_ms * REDLOCK__NS_PER_MS;
     if (sc_connect(&c, host, port, &data, err, cap) != 0)
         goto out;
-    if (sc_auth(&c, cfg->username, cfg->password, err, cap) != 0) {
-        rc = strncmp(err, "AUTH: ", 6) == 0 ? 0 : -1;
+    if ((auth = sc_auth(&c, cfg->username, cfg->password, err, cap)) != 0) {
+        rc = auth == -2 ? 0 : -1;
         goto out;
     }
     if (sc_command(&c, 1, argv, &r, err, cap) != 0)

@@ -635,10 +635,12 @@ static int acquire_status(int rc, int sig, const cli_exec_opts *o, const char *w
 /* Runs the command while the lock is held; returns the exit status. */
 static int run_command(supervisor *s, const cli_exec_opts *o, cli_hold *hold)
 {
-    int64_t validity_ms = 0;
+    int64_t validity_ms = 0, asked_ns = cli_now_ns();
     child_env env;
     int status, exec_errno, rc;
 
+    /* The validity left is counted from before it was asked for, not from
+     * after the spawn: the kill must never come later than the lock's end. */
     if (cli_hold_remaining_ttl(hold, &validity_ms) != REDLOCK_OK)
         validity_ms = 0;
     if ((rc = child_env_build(&env, o, hold, validity_ms)) != 0)
@@ -647,7 +649,7 @@ static int run_command(supervisor *s, const cli_exec_opts *o, cli_hold *hold)
     s->child = cli_pgroup_spawn(&s->pg, o->cmd, env.envp, o->grace_ms, child_setup, &exec_errno);
     child_env_free(&env);
     if (o->lease_ms > 0)
-        s->lease_end_ns = cli_now_ns() + validity_ms * 1000000;
+        s->lease_end_ns = asked_ns + validity_ms * 1000000;
     if (s->child < 0) {
         cli_error("fork", "%s", strerror(errno));
         return CLI_EX_SOFTWARE;

@@ -24,9 +24,13 @@
 -- fair_acquire.lua decides it).
 local function first_waiter(queue, timeouts, tickets, lapses, now)
     for _ = 1, 100 do
+        -- The list's head unless it holds a ticket (is ours) and is not
+        -- the least one: the list is kept in ticket order, so it usually
+        -- is, and its ticket need not be looked up.
         local first = redis.call('lindex', queue, 0)
-        if not first or redis.call('zscore', tickets, first) then
-            first = redis.call('zrange', tickets, 0, 0)[1] or first
+        local least = redis.call('zrange', tickets, 0, 0)[1]
+        if not first or first == least or redis.call('zscore', tickets, first) then
+            first = least or first
         end
         if not first then return nil end
         -- Ours lapse by our own clock; a Redisson waiter's by its timeout.

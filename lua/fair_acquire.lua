@@ -40,7 +40,10 @@
 -- A refused try without a ticket answers {that number, 't', candidate}:
 -- this node's ticket candidate as fair_ticket.lua computes it, so a
 -- waiter refused by a quorum has its ticket without another round.
-if redis.call('exists', KEYS[2]) == 1 then return -3 end
+-- One call tells the usual free lock from the rest: neither the cancel
+-- mark nor the lock exists.
+local present = redis.call('exists', KEYS[2], KEYS[1]) > 0
+if present and redis.call('exists', KEYS[2]) == 1 then return -3 end
 local t = redis.call('time')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 -- A refusal; without a ticket it carries this node's candidate (the
@@ -57,9 +60,13 @@ end
 local function first_waiter(queue, timeouts, tickets, lapses, now)
     local dropped = false
     for _ = 1, 100 do
+        -- The list's head unless it holds a ticket (is ours) and is not
+        -- the least one: the list is kept in ticket order, so it usually
+        -- is, and its ticket need not be looked up.
         local first = redis.call('lindex', queue, 0)
-        if not first or redis.call('zscore', tickets, first) then
-            first = redis.call('zrange', tickets, 0, 0)[1] or first
+        local least = redis.call('zrange', tickets, 0, 0)[1]
+        if not first or first == least or redis.call('zscore', tickets, first) then
+            first = least or first
         end
         if not first then return nil end
         -- Ours lapse by our own clock; a Redisson waiter's by its timeout.
@@ -111,7 +118,7 @@ local function enqueue()
     redis.call('zadd', KEYS[5], ARGV[5], ARGV[2])
 end
 local genf = ARGV[2] .. ':gen'
-if redis.call('exists', KEYS[1]) == 1 then
+if present then
     local h = redis.call('hmget', KEYS[1], ARGV[2], genf, 'mode')
     if not h[1] or h[3] then
         enqueue()

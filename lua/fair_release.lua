@@ -27,9 +27,13 @@
 -- fair_acquire.lua decides it).
 local function first_waiter(queue, timeouts, tickets, lapses, now)
     for _ = 1, 100 do
+        -- The list's head unless it holds a ticket (is ours) and is not
+        -- the least one: the list is kept in ticket order, so it usually
+        -- is, and its ticket need not be looked up.
         local first = redis.call('lindex', queue, 0)
-        if not first or redis.call('zscore', tickets, first) then
-            first = redis.call('zrange', tickets, 0, 0)[1] or first
+        local least = redis.call('zrange', tickets, 0, 0)[1]
+        if not first or first == least or redis.call('zscore', tickets, first) then
+            first = least or first
         end
         if not first then return nil end
         -- Ours lapse by our own clock; a Redisson waiter's by its timeout.
@@ -43,8 +47,8 @@ local function first_waiter(queue, timeouts, tickets, lapses, now)
     return nil
 end
 -- Leaves the owner's place and wakes the first waiter once the lock is
--- free.
-local function leave_and_wake()
+-- free (deleted: the caller has just deleted it).
+local function leave_and_wake(deleted)
     -- A place of ours has its lapse while any part of it is left
     -- (Redisson's scripts drop only the list and timeout entries).
     if redis.call('zscore', KEYS[7], ARGV[3]) then
@@ -53,7 +57,7 @@ local function leave_and_wake()
         redis.call('zrem', KEYS[6], ARGV[3])
         redis.call('zrem', KEYS[7], ARGV[3])
     end
-    if redis.call('exists', KEYS[1]) == 1 then return end
+    if not deleted and redis.call('exists', KEYS[1]) == 1 then return end
     local t = redis.call('time')
     local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
     local next = first_waiter(KEYS[4], KEYS[5], KEYS[6], KEYS[7], now)
@@ -86,5 +90,5 @@ if ARGV[4] ~= '1' and count > 1 then
     return 0
 end
 redis.call('del', KEYS[1])
-leave_and_wake()
+leave_and_wake(true)
 return 1

@@ -1116,9 +1116,11 @@ REDLOCK_EXTERN size_t redlock_loop_pending(const redlock_client *client);
  * Called once when an operation ends: rc is what the blocking call would
  * have returned, message what redlock_last_error() would have said ("" on
  * success; valid only during the call). lock is the operation's handle,
- * or NULL when the handle was freed while the operation was in flight (rc
- * is then REDLOCK_ECANCELED, and a grant that came meanwhile has been
- * released again).
+ * or NULL when the handle was freed while the operation was in flight.
+ * Then an acquire that was or would have been granted reports
+ * REDLOCK_ECANCELED (the grant has been released again), an acquire that
+ * had already failed keeps its own rc (REDLOCK_ETIMEOUT, ...), and an
+ * unlock, which is never canceled, reports its own outcome.
  */
 typedef void (*redlock_done_fn)(void *userdata, redlock_lock *lock, int rc,
                                 const char *message);

@@ -265,16 +265,18 @@ START_TEST(test_cancel_in_every_state)
 END_TEST
 
 /* 7. A handle freed with an acquire in flight: done says so (lock NULL,
- *    REDLOCK_ECANCELED), the handle goes after it, nothing is left held.
+ *    REDLOCK_ECANCELED), the handle goes after it, nothing is left held;
+ *    an unlock in flight reports its own outcome.
  *    Then the client is freed with an operation still in flight. */
 START_TEST(test_free_while_pending)
 {
-    result h, w, late;
-    redlock_lock *holder, *waiter, *last;
-    char name[64];
+    result h, w, late, o;
+    redlock_lock *holder, *waiter, *last, *other;
+    char name[64], name2[64];
 
     loop_client(0, 0);
     rig_unique_name(name, sizeof(name), "loop", "free");
+    rig_unique_name(name2, sizeof(name2), "loop", "free-unlock");
     holder = new_lock(name);
     waiter = new_lock(name);
     start_acquire(holder, 1, 0, 30000, &h);
@@ -287,6 +289,18 @@ START_TEST(test_free_while_pending)
     ck_assert_int_eq(w.rc, REDLOCK_ECANCELED);
     ck_assert(w.lock_was_null);
     ck_assert_uint_eq(redlock_loop_pending(L.c), 0);
+    /* An unlock is never canceled: with its handle freed in flight, done
+     * gets lock NULL and the unlock's own outcome, and the hold is gone. */
+    other = new_lock(name2);
+    start_acquire(other, 4, 0, 30000, &o);
+    ck_assert(run_until(&o.done, 5000));
+    ck_assert_int_eq(o.rc, REDLOCK_OK);
+    start_unlock(other, 4, &o);
+    redlock_lock_free(other);
+    ck_assert(run_until(&o.done, 3000));
+    ck_assert(o.lock_was_null);
+    ck_assert_msg(o.rc == REDLOCK_OK, "unlock of a freed handle: %s", redlock_err_name(o.rc));
+    ck_assert_int_eq(nodes_with(name2), 0);
     /* The client freed while an acquire of a freed handle still waits:
      * it ends before the client does. */
     last = new_lock(name);

@@ -106,19 +106,37 @@ static int open_node(redlock__mux *m, redlock__mux_node *mn)
     return redlock__conn_open(c);
 }
 
-/*
- * A slot let go of calls without their answers (a deadline, or the caller
- * stopped). As with a pool connection (skip.c): one still being set up, or
- * holding output the node has not taken that nobody tracks, is closed, so
- * that what was never sent never goes out later; a late acquire sent after
- * its abort was decided is what that prevents. Returns whether output the
- * node has not taken is still queued (it stopped reading).
- */
-static int let_go(redlock__mux *m, redlock__mux_node *mn, int tracked)
+/* Whether an operation other than s waits for a reply on mn. */
+static int others_wait(const redlock__mux_node *mn, const redlock__mux_slot *s)
 {
+    size_t i;
+
+    for (i = mn->head; i < mn->tail; i++)
+        if (mn->q[i].owner && mn->q[i].owner != s)
+            return 1;
+    return 0;
+}
+
+/*
+ * Slot s let go of calls without their answers (a deadline, or the caller
+ * stopped); `unanswered`: it had calls on the connection as it is now. As
+ * with a pool connection (skip.c): one still being set up, or holding
+ * output the node has not taken that nobody tracks, is closed, so that
+ * what was never sent never goes out later; a late acquire sent after its
+ * abort was decided is what that prevents. Unlike a pool connection this
+ * one is shared: while another operation waits on a connection being set
+ * up, it stays (that operation has its own allowance for the set-up), and
+ * s's calls go out after the set-up, before anything s sends next (an
+ * abort among it), and with the cancel marks a late acquire finds. Returns
+ * whether output the node has not taken is still queued (it stopped
+ * reading).
+ */
+static int let_go(redlock__mux *m, redlock__mux_slot *s, int tracked, int unanswered)
+{
+    redlock__mux_node *mn = s->mn;
     redlock__conn *c = &mn->conn;
 
-    if (c->state == REDLOCK__CONN_CLOSED)
+    if (c->state == REDLOCK__CONN_CLOSED || !unanswered)
         return 0;
     /* Output queued since the reader last ran is normal: try it first. */
     if (c->state == REDLOCK__CONN_READY && redlock__buf_pending(&c->out) &&
@@ -126,6 +144,8 @@ static int let_go(redlock__mux *m, redlock__mux_node *mn, int tracked)
         redlock__mux_node_failed(m, mn, REDLOCK_EIO, c->errmsg);
         return 0;
     }
+    if ((c->state != REDLOCK__CONN_READY || c->handshake) && others_wait(mn, s))
+        return 0;
     if (c->state != REDLOCK__CONN_READY || c->handshake ||
         (!tracked && (redlock__buf_pending(&c->out) || c->tls_want_write))) {
         redlock__mux_node_failed(m, mn, REDLOCK_ETIMEOUT,
@@ -226,7 +246,7 @@ static void abandon(redlock__mux *m, redlock__mux_slot *s, size_t bi, redlock__r
     const uint64_t *later = NULL;
     int tracked = s->batch->report_in_flight && s->batch->tokens && left > 0;
     /* Output the node has not taken: it is not reading its socket. */
-    int blocked = let_go(m, s->mn, tracked);
+    int blocked = let_go(m, s, tracked, left > 0 && !s->err);
 
     if (tracked && !s->err)
         tokens = left <= 2 * REDLOCK__MUX_INLINE ? inline_tokens
@@ -334,9 +354,11 @@ int redlock__fanout_mux(redlock__mux *m, const redlock__batch *batches, size_t n
                 redlock__mux_pump(m, s->mn);
                 stop |= drain(m, s, i, fn, ud);
                 if (!s->done && !stop) {
+                    int unanswered = pending(s) > 0 && !s->err;
+
                     stop |= fail_slot(m, s, i, REDLOCK_ETIMEOUT, "no reply before the deadline",
                                       fn, ud);
-                    let_go(m, s->mn, 0);
+                    let_go(m, s, 0, unanswered);
                 }
                 continue;
             }

@@ -286,6 +286,69 @@ START_TEST(test_unreachable_member_reports_its_calls)
 }
 END_TEST
 
+/* 6. One operation letting go of a node must not take the node's shared
+ *    connection from the others. Node 4 is frozen before first use, so its
+ *    connection stays in its set-up (db 1: SELECT gets no answer). X, on a
+ *    free lock, decides at a quorum of nodes 0-3 and lets node 4 go; Y,
+ *    refused by nodes 0 and 1, needs node 4 and waits for it within its
+ *    connect allowance. Once node 4 is thawed, Y is granted. */
+START_TEST(test_setup_kept_for_waiting_operation)
+{
+    redlock_options o = {0};
+    char bufs[N_NODES][96], nx[64], ny[96], args[256];
+    const char *uris[N_NODES];
+    redlock_lock *x, *y;
+    result rx, ry;
+    size_t i;
+
+    for (i = 0; i < N_NODES; i++) {
+        snprintf(bufs[i], sizeof(bufs[i]), "%s/1", rig_plain_uri(i));
+        uris[i] = bufs[i];
+    }
+    rig_unique_name(nx, sizeof(nx), "pipeline", "setup-x");
+    rig_unique_name(ny, sizeof(ny), "pipeline", "setup-y");
+    for (i = 0; i < 2; i++) {
+        snprintf(args, sizeof(args), "-n 1 HSET '%s' other:1 1", ny);
+        rig_cli(i, args);
+        snprintf(args, sizeof(args), "-n 1 PEXPIRE '%s' 30000", ny);
+        rig_cli(i, args);
+    }
+    ck_assert_int_eq(rig_node("freeze", 4), 0);
+    memset(&L, 0, sizeof(L));
+    L.timer_at_ms = -1;
+    o.event_loop = 1;
+    o.node_timeout_ms = 200;
+    o.connect_timeout_ms = 3000;
+    ck_assert_int_eq(redlock_client_new(&L.c, uris, N_NODES, &o), REDLOCK_OK);
+    ck_assert_int_eq(redlock_loop_attach(L.c, on_socket, on_timer, &L), REDLOCK_OK);
+    x = new_lock(nx);
+    y = new_lock(ny);
+    start_acquire(y, 2, 0, 10000, &ry);
+    start_acquire(x, 1, 0, 10000, &rx);
+    ck_assert(run_until(&rx.done, 3000));
+    ck_assert_msg(rx.rc == REDLOCK_OK, "X: %s: %s", redlock_err_name(rx.rc), rx.msg);
+    run_until(&ry.done, 400);
+    ck_assert_msg(!ry.done, "Y ended (%s: %s) before node 4's set-up could finish",
+                  redlock_err_name(ry.rc), ry.msg);
+    ck_assert_int_eq(rig_node("thaw", 4), 0);
+    ck_assert(run_until(&ry.done, 5000));
+    ck_assert_msg(ry.rc == REDLOCK_OK, "Y after the thaw: %s: %s", redlock_err_name(ry.rc),
+                  ry.msg);
+    start_unlock(x, 1, &rx);
+    ck_assert(run_until(&rx.done, 3000));
+    start_unlock(y, 2, &ry);
+    ck_assert(run_until(&ry.done, 3000));
+    redlock_lock_free(x);
+    redlock_lock_free(y);
+    redlock_client_free(L.c);
+    L.c = NULL;
+    for (i = 0; i < N_NODES; i++) {
+        snprintf(args, sizeof(args), "-n 1 DEL '%s' '%s'", nx, ny);
+        rig_cli(i, args);
+    }
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("loop_pipeline");
@@ -297,6 +360,7 @@ int main(void)
     RIG_ADD_CASE(s, test_member_frozen_and_thawed, 60);
     RIG_ADD_CASE(s, test_script_cache_flushed, 60);
     RIG_ADD_CASE(s, test_unreachable_member_reports_its_calls, 60);
+    RIG_ADD_CASE(s, test_setup_kept_for_waiting_operation, 60);
     sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);
     failed = srunner_ntests_failed(sr);

@@ -9,7 +9,8 @@
 -- ARGV[2]  holder field (":write" appended for a write hold)
 --
 -- Returns 1 renewed, 0 held by others only, -2 the key does not exist (or
--- every read hold of ours in it has lapsed).
+-- every read hold of ours in it has lapsed, or a read hold of ours is gone
+-- where only other readers hold).
 local n = redis.call('hget', KEYS[1], ARGV[2])
 if n then
     -- Never shorter than it is: a read hold this writer took under its
@@ -33,5 +34,10 @@ if n then
     redis.call('pexpire', KEYS[1], math.max(left, tonumber(ARGV[1])))
     return 1
 end
-if redis.call('exists', KEYS[1]) == 1 then return 0 end
+-- Ours is gone here. Beside other readers a read hold can come back, as
+-- where the key is gone (the watchdog restores it); beside a writer, or
+-- for a write hold, the member is another's.
+local mode = redis.call('hget', KEYS[1], 'mode')
+if mode == 'read' and string.sub(ARGV[2], -6) ~= ':write' then return -2 end
+if mode or redis.call('exists', KEYS[1]) == 1 then return 0 end
 return -2

@@ -619,6 +619,50 @@ START_TEST(test_lapsed_read_hold_is_not_renewed)
 }
 END_TEST
 
+/* A read hold vanishes on one member (a restart without persistence) and
+ * another reader's grant re-creates the hash there: readers share, so the
+ * watchdog puts our read hold back on that member, as it does where the
+ * key is gone. It counted the member as held by others and left it out. */
+START_TEST(test_vanished_read_hold_restored_beside_other_reader)
+{
+    redlock_client *c = client_with(N_NODES, NODE_TIMEOUT_MS, 1500);
+    char name[64], fr[FIELD_CAP], k[ARGS_CAP], a[ARGS_CAP];
+    redlock_lock *r, *other;
+    lost_probe rl;
+    int64_t t0;
+    int back = 0;
+
+    memset(&rl, 0, sizeof(rl));
+    rig_unique_name(name, sizeof(name), "rw", "restore-read");
+    r = handle(c, name, REDLOCK_LOCK_READ);
+    other = handle(c, name, REDLOCK_LOCK_READ);
+    redlock_lock_set_on_lost(r, on_lost, &rl);
+    rig_field_of(c, R1, fr, sizeof(fr));
+    acquire_ok(r, R1, 0, 0); /* watchdog: renewed every 0.5 s */
+    ck_assert_uint_eq(nodes_saying(N_NODES, N_NODES, "1",
+                                   fmt_args(a, "HGET '%s' '%s'", name, fr)), N_NODES);
+    /* Node 4 forgets everything of the lock, then another reader comes. */
+    cli(4, "DEL %s %s", name, timeout_key(k, name, fr, 1));
+    acquire_ok(other, R2, 0, 20000);
+    t0 = rig_now_ms();
+    while (!back && rig_now_ms() - t0 < 3000) {
+        back = strcmp(cli(4, "HGET %s %s", name, fr), "1") == 0;
+        rig_sleep_ms(20);
+    }
+    fprintf(stderr, "vanished read hold beside another reader: %s after %lld ms\n",
+            back ? "restored" : "not restored", (long long)(rig_now_ms() - t0));
+    ck_assert_msg(back, "the read hold was not put back on node 4 beside the other reader");
+    ck_assert_str_eq(cli(4, "EXISTS %s", timeout_key(k, name, fr, 1)), "1");
+    ck_assert_int_eq(atomic_load(&rl.calls), 0);
+    unlock_ok(r, R1);
+    unlock_ok(other, R2);
+    ck_assert_int_ge(wait_all_gone(N_NODES, name, 3000), 0);
+    redlock_lock_free(r);
+    redlock_lock_free(other);
+    redlock_client_free(c);
+}
+END_TEST
+
 START_TEST(test_watchdog_and_loss)
 {
     redlock_client *c = client_with(N_NODES, NODE_TIMEOUT_MS, 1500);
@@ -760,6 +804,7 @@ int main(void)
     RIG_ADD_CASE(s, test_downgrade_wakes_waiting_reader, 60);
     RIG_ADD_CASE(s, test_write_renewal_keeps_longer_read_hold, 60);
     RIG_ADD_CASE(s, test_lapsed_read_hold_is_not_renewed, 60);
+    RIG_ADD_CASE(s, test_vanished_read_hold_restored_beside_other_reader, 60);
     RIG_ADD_CASE(s, test_watchdog_and_loss, 60);
     RIG_ADD_CASE(s, test_failed_quorum_leaves_nothing, 60);
     return run_suite(s);

@@ -437,6 +437,7 @@ typedef struct supervisor {
     int lost_reason;          /* written by the on_lost callback */
     int lost;                 /* the loss was acted on */
     int forwarded;            /* a signal was forwarded to the group */
+    int ran;                  /* the command was started (exec succeeded) */
     int64_t lease_end_ns;     /* fixed lease: when validity runs out */
     int64_t kill_at_ns;       /* SIGKILL after the grace period; 0 = none */
 } supervisor;
@@ -659,6 +660,7 @@ static int run_command(supervisor *s, const cli_exec_opts *o, cli_hold *hold)
         cli_error(o->cmd[0], "%s", strerror(exec_errno));
         return exit_status_of(status);
     }
+    s->ran = 1;
     status = supervise(s);
     rc = status < 0 ? CLI_EX_SOFTWARE : exit_status_of(status);
     leftovers(s);
@@ -667,16 +669,19 @@ static int run_command(supervisor *s, const cli_exec_opts *o, cli_hold *hold)
     return rc;
 }
 
-static int release(const cli_exec_opts *o, cli_globals *g, cli_hold *hold, int lost, int rc)
+/* ran: the command was started (its status, whatever it is, is in rc). */
+static int release(const cli_exec_opts *o, cli_globals *g, cli_hold *hold, int lost, int ran,
+                   int rc)
 {
     int unlock_rc = cli_hold_release(hold);
 
     if (unlock_rc == REDLOCK_ELOST) {
         /* A loss the loop had not yet seen (the child ended first) still
-         * means the command may have run without the lock. */
+         * means the command may have run without the lock: that outranks
+         * its own status, even one that looks like ours (70). */
         if (!lost) {
             cli_error(o->name, "%s", redlock_last_error());
-            if (o->on_lost != CLI_LOST_IGNORE && rc != CLI_EX_SOFTWARE)
+            if (o->on_lost != CLI_LOST_IGNORE && ran)
                 rc = CLI_EX_LOST;
         }
     } else if (unlock_rc != REDLOCK_OK) {
@@ -758,14 +763,14 @@ int cli_cmd_exec(cli_globals *g, int argc, char **argv)
         /* The signal came as the lock was granted: do not start. */
         cli_error(o.name, "%s before the command started; releasing the %s", sig_name(sig),
                   hold.what);
-        rc = release(&o, g, &hold, 0, 128 + sig);
+        rc = release(&o, g, &hold, 0, 0, 128 + sig);
         goto out;
     }
     report_acquired(g, &w, &o, waited_ms);
     /* From here on the lock is released on every way out. */
     rc = run_command(&s, &o, &hold);
     cli_pgroup_finish(&s.pg);
-    rc = release(&o, g, &hold, s.lost, rc);
+    rc = release(&o, g, &hold, s.lost, s.ran, rc);
 out:
     sig_stop(&sigs);
     cli_hold_free(&hold);

@@ -278,6 +278,15 @@ case_lost() {
   expect_rc 5 "--on-lost ignore"
   grep -q warning "$WORK/err" || fail "--on-lost ignore did not warn"
   note "--lease expiry: kill -> 76, ignore -> command's status"
+
+  # A loss the watchdog has not seen yet (its lease is long) is found by
+  # the release: 76 whatever the command's own status, 70 included.
+  for st in 5 70; do
+    run --watchdog-lease 30000 exec lost4 -- sh -c \
+      "for p in $PORTS; do redis-cli -p \$p DEL lost4 >/dev/null; done; exit $st"
+    expect_rc 76 "a loss found by the release, the command exiting $st"
+  done
+  note "a loss found by the release: 76 (the command exited 5, then 70)"
 }
 
 case_signal() {

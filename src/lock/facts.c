@@ -11,6 +11,7 @@
 
 #include <hiredis/hiredis.h>
 #include <pthread.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -41,12 +42,49 @@ static size_t cut_len(const char *s, size_t max)
     return len;
 }
 
+/* The first "://" in [p, end), or NULL. */
+static char *find_scheme_end(char *p, const char *end)
+{
+    for (; p + 3 <= end; p++)
+        if (p[0] == ':' && p[1] == '/' && p[2] == '/')
+            return p;
+    return NULL;
+}
+
+/*
+ * Masks the password of every "scheme://user:password@" in [s, s + n)
+ * with '*', in place: a command line often carries a node URI, and the
+ * facts are readable by anyone who can read the lock's keys. As the URI
+ * parser reads it, the user info ends at the last '@' (a password may hold
+ * a raw '@', '/', '#', '?' or a space), here the last one before the next
+ * URI or the end: more than the password is masked when a later word has
+ * an '@', never less.
+ */
+static void mask_passwords(char *s, size_t n)
+{
+    char *end = s + n, *p = find_scheme_end(s, end), *next, *colon, *at, *q;
+
+    for (; p; p = next) {
+        p += 3;
+        next = find_scheme_end(p, end);
+        at = NULL;
+        for (q = p; q < (next ? next : end); q++)
+            if (*q == '@')
+                at = q;
+        if (!at)
+            continue;
+        colon = memchr(p, ':', (size_t)(at - p));
+        if (colon)
+            memset(colon + 1, '*', (size_t)(at - colon - 1));
+    }
+}
+
 /* This process's command line, its arguments joined with spaces. */
 static char *own_command(void)
 {
     char buf[4096];
     FILE *f = fopen("/proc/self/cmdline", "rb");
-    size_t n = 0, i;
+    size_t n = 0, i, start;
 
     if (f) {
         n = fread(buf, 1, sizeof(buf) - 1, f);
@@ -54,36 +92,17 @@ static char *own_command(void)
     }
     while (n > 0 && buf[n - 1] == '\0')
         n--;
+    /* Each argument on its own: its end is known here, not after the join. */
+    for (i = 0, start = 0; i <= n; i++)
+        if (i == n || buf[i] == '\0') {
+            mask_passwords(buf + start, i - start);
+            start = i + 1;
+        }
     for (i = 0; i < n; i++)
         if (buf[i] == '\0')
             buf[i] = ' ';
     buf[n] = '\0';
     return redlock__strdup(buf);
-}
-
-/*
- * Masks the password of every "scheme://user:password@" in s with '*', in
- * place: a command line often carries a node URI, and the facts are
- * readable by anyone who can read the lock's keys.
- */
-static void mask_passwords(char *s)
-{
-    char *p, *end, *colon, *at, *next;
-
-    for (p = strstr(s, "://"); p; p = strstr(p, "://")) {
-        p += 3;
-        end = p + strcspn(p, " \t/?#");
-        at = memchr(p, '@', (size_t)(end - p));
-        if (!at)
-            continue;
-        /* The last '@' before the host: a password may contain one. */
-        while ((next = memchr(at + 1, '@', (size_t)(end - at - 1))) != NULL)
-            at = next;
-        colon = memchr(p, ':', (size_t)(at - p));
-        if (colon)
-            memset(colon + 1, '*', (size_t)(at - colon - 1));
-        p = at + 1;
-    }
 }
 
 int redlock__facts_configure(redlock_lock *l, const redlock_lock_options *opts)
@@ -96,7 +115,8 @@ int redlock__facts_configure(redlock_lock *l, const redlock_lock_options *opts)
     command = opts->holder_command ? redlock__strdup(opts->holder_command) : own_command();
     if (!command)
         return redlock__fail(REDLOCK_ENOMEM, "out of memory");
-    mask_passwords(command); /* before the cut, which could drop the '@' */
+    if (opts->holder_command) /* own_command() masked each argument */
+        mask_passwords(command, strlen(command)); /* before the cut: it could drop the '@' */
     command[cut_len(command, REDLOCK__FACTS_COMMAND_MAX)] = '\0';
     l->facts_command = command;
     return REDLOCK_OK;
@@ -235,9 +255,9 @@ static int get_number(const char **p, const char *end, const char *key, int64_t 
         (num[0] == '0' && num[1]))
         return -1;
     for (i = 0; num[i]; i++) {
-        if (num[i] < '0' || num[i] > '9')
-            return -1;
-        v = v * 10 + (num[i] - '0'); /* 19 digits at most: no overflow */
+        if (num[i] < '0' || num[i] > '9' || v > (INT64_MAX - (num[i] - '0')) / 10)
+            return -1; /* 19 digits can still pass INT64_MAX */
+        v = v * 10 + (num[i] - '0');
     }
     *out = v;
     return 0;

@@ -182,6 +182,18 @@ START_TEST(command_cannot_forge)
     assert_facts(c, l, "tool --nodes redis://u:******@127.0.0.1:1,rediss://:**@h x");
     ck_assert_int_eq(redlock_unlock(l), REDLOCK_OK);
     redlock_lock_free(l);
+    /* Passwords holding what the URI parser takes raw in a password: '/',
+     * '#', '?', '@' (the user info ends at the last '@'). */
+    l = lock_with(c, "secret2", 1,
+                  "t redis://app:pa/ss@db1 redis://app:se#cret@db2 redis://app:q?x@db3 "
+                  "redis://:p@ss/word@h",
+                  name, sizeof(name));
+    ck_assert_int_eq(redlock_try_lock_for(l, 2000, 5000), REDLOCK_OK);
+    assert_facts(c, l,
+                 "t redis://app:*****@db1 redis://app:*******@db2 redis://app:***@db3 "
+                 "redis://:*********@h");
+    ck_assert_int_eq(redlock_unlock(l), REDLOCK_OK);
+    redlock_lock_free(l);
 
     /* Cut to 200 bytes, never inside a character ("é" is two bytes). */
     memset(long_cmd, 0, sizeof(long_cmd));

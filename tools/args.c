@@ -515,6 +515,7 @@ int cli_resolve_nodes(cli_globals *g)
 
     if ((rc = cli_config_load(g)) != 0)
         return rc;
+    g->nodes_layer = CLI_LAYER_COMMAND_LINE;
     if (g->nodes_buf) {
         if (cli_nodes_userinfo(g->nodes_buf) == 2)
             cli_warn("--nodes", "a password on the command line is visible to other users "
@@ -522,10 +523,12 @@ int cli_resolve_nodes(cli_globals *g)
                                 "--password-file or password_file in the config file");
     } else if (env && *env) {
         src = "REDLOCK_NODES";
+        g->nodes_layer = CLI_LAYER_ENVIRONMENT;
         g->nodes_buf = strdup(env);
     } else if (g->cfg.nodes) {
         snprintf(src_buf, sizeof(src_buf), "%s: nodes", g->cfg.path ? g->cfg.path : "config");
         src = src_buf;
+        g->nodes_layer = CLI_LAYER_FILE;
         g->nodes_buf = strdup(g->cfg.nodes);
     } else {
         /* There is no default: a lock on nodes nobody chose is no lock. */

@@ -78,6 +78,7 @@ typedef struct cli_globals {
      * environment (its /proc/PID/environ, which the command could read). */
     int scrub_env;
     int config_loaded;        /* cfg holds the configuration file, if any */
+    int nodes_layer;          /* where the nodes came from: CLI_LAYER_* */
     cli_config cfg;
 } cli_globals;
 
@@ -164,6 +165,10 @@ int cli_parse_replica_acks(const char *what, const char *s, int *out);
 /* WAIT's timeout (--replica-timeout, replica_timeout): a duration of
  * 1 ms..INT32_MAX ms (the library's field is an int). */
 int cli_parse_replica_timeout(const char *what, const char *s, int *out_ms);
+
+/* Where a setting came from, strongest first: a setting of one layer
+ * beats every setting of the layers below it. */
+enum { CLI_LAYER_COMMAND_LINE, CLI_LAYER_ENVIRONMENT, CLI_LAYER_FILE };
 
 /* User info in a node list ("URI,URI,..."): 0 none, 1 a user name only,
  * 2 a password. unix:// URIs have none. */

@@ -33,15 +33,17 @@ static void wipe_env(const char *name)
 
 /* The password: --password-file, else $REDLOCK_PASSWORD, else the config
  * file's password_file. Sets *src to where it came from. */
-static int resolve_password(cli_globals *g, const char **src)
+static int resolve_password(cli_globals *g, const char **src, int *layer)
 {
     const char *env = getenv("REDLOCK_PASSWORD");
 
     *src = NULL;
+    *layer = CLI_LAYER_COMMAND_LINE;
     if (g->password_file) {
         *src = "--password-file";
         return cli_read_secret_file("--password-file", g->password_file, &g->password);
     }
+    *layer = CLI_LAYER_ENVIRONMENT;
     if (env && *env) {
         *src = "REDLOCK_PASSWORD";
         if (!(g->password = strdup(env))) {
@@ -50,6 +52,7 @@ static int resolve_password(cli_globals *g, const char **src)
         }
         return 0;
     }
+    *layer = CLI_LAYER_FILE;
     if (g->cfg.password_file) {
         *src = "password_file";
         return cli_read_secret_file("password_file", g->cfg.password_file, &g->password);
@@ -62,7 +65,7 @@ int cli_client_new(cli_globals *g, redlock_client **out)
     redlock_options o;
     const char *pw_src, *key_what = "--tls-key";
     size_t i;
-    int rc, uri_pw = 0;
+    int rc, uri_pw = 0, uri_user = 0, pw_layer;
 
     *out = NULL;
     if ((rc = cli_resolve_nodes(g)) != 0)
@@ -78,12 +81,22 @@ int cli_client_new(cli_globals *g, redlock_client **out)
         g->tls_ca = g->cfg.tls_ca;
     if (!g->tls_server_name)
         g->tls_server_name = g->cfg.tls_server_name;
-    if (!g->user)
-        g->user = g->cfg.user;
-    if ((rc = resolve_password(g, &pw_src)) != 0)
-        return rc;
-    for (i = 0; i < g->n_nodes; i++)
+    for (i = 0; i < g->n_nodes; i++) {
         uri_pw |= cli_nodes_userinfo(g->nodes[i]) == 2;
+        uri_user |= cli_nodes_userinfo(g->nodes[i]) >= 1;
+    }
+    /* The library lets its options beat the URIs' user info, so a user or
+     * password from a layer below the nodes' is not passed on when the
+     * nodes name their own: they are the stronger setting. */
+    if (!g->user && !(uri_user && g->nodes_layer < CLI_LAYER_FILE))
+        g->user = g->cfg.user;
+    if ((rc = resolve_password(g, &pw_src, &pw_layer)) != 0)
+        return rc;
+    if (g->password && uri_pw && g->nodes_layer < pw_layer) {
+        explicit_bzero(g->password, strlen(g->password));
+        free(g->password);
+        g->password = NULL;
+    }
     if (g->scrub_env) {
         /* Copied above (password, node list); the library copies again. */
         const char *env_nodes = getenv("REDLOCK_NODES");

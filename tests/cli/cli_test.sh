@@ -723,6 +723,28 @@ case_auth() {
   REDLOCK_PASSWORD=secret run --user alice exec au -- true
   expect_rc 0 "the right password"
   note "wrong password: exit 77 after $t ms"
+
+  # Credentials in the node URIs beat a user or password of a lower layer
+  # (the environment, the file), as every setting does; a stronger one
+  # beats them.
+  good=$(echo "$REDLOCK_NODES" | sed 's#redis://#redis://alice:secret@#g')
+  bad=$(echo "$REDLOCK_NODES" | sed 's#redis://#redis://alice:wrong@#g')
+  printf 'wrong\n' >"$WORK/wrong.pw"
+  printf 'secret\n' >"$WORK/right.pw"
+  chmod 600 "$WORK/wrong.pw" "$WORK/right.pw"
+  printf 'user = alice\npassword_file = %s\n' "$WORK/wrong.pw" >"$WORK/auth.conf"
+  run --config "$WORK/auth.conf" --nodes "$good" exec au -- true
+  expect_rc 0 "--nodes with user info over the file's user and password_file"
+  REDLOCK_PASSWORD=wrong run --config /dev/null --nodes "$good" exec au -- true
+  expect_rc 0 "--nodes with user info over \$REDLOCK_PASSWORD"
+  REDLOCK_NODES=$good run --config "$WORK/auth.conf" exec au -- true
+  expect_rc 0 "\$REDLOCK_NODES with user info over the file's password_file"
+  REDLOCK_NODES=$bad run --config /dev/null --password-file "$WORK/right.pw" exec au -- true
+  expect_rc 0 "--password-file over \$REDLOCK_NODES' password"
+  printf 'password_file = %s\n' "$WORK/right.pw" >"$WORK/right.conf"
+  REDLOCK_NODES=$bad run --config "$WORK/right.conf" exec au -- true
+  expect_rc 77 "the file's password_file does not beat the password in \$REDLOCK_NODES"
+  note "URI credentials beat a lower layer's user and password"
 }
 
 # Nothing listening: with the default infinite --wait, the wait ends with

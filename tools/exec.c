@@ -442,6 +442,15 @@ typedef struct supervisor {
     int64_t kill_at_ns;       /* SIGKILL after the grace period; 0 = none */
 } supervisor;
 
+/* Now plus ms on the monotonic clock; a time beyond its range (--grace of
+ * centuries) is INT64_MAX, never a sum that wrapped into the past. */
+static int64_t after_ms(int64_t ms)
+{
+    int64_t now = cli_now_ns();
+
+    return ms < (INT64_MAX - now) / 1000000 ? now + ms * 1000000 : INT64_MAX;
+}
+
 static int64_t ms_until(int64_t deadline_ns, int64_t now)
 {
     int64_t ms;
@@ -465,7 +474,7 @@ static void act_on_loss(supervisor *s, const char *why)
                   "%s lost (%s); sending SIGTERM to process group %ld, SIGKILL in %lld ms",
                   s->what, why, (long)s->child, (long long)s->o->grace_ms);
         cli_pgroup_signal(&s->pg, SIGTERM);
-        s->kill_at_ns = cli_now_ns() + s->o->grace_ms * 1000000;
+        s->kill_at_ns = after_ms(s->o->grace_ms);
         break;
     case CLI_LOST_KILL:
         cli_error(s->o->name, "%s lost (%s); sending SIGKILL to process group %ld", s->what,
@@ -547,7 +556,7 @@ static void leftovers(supervisor *s)
     if (!cli_pgroup_alive(&s->pg))
         return;
     if ((s->lost && s->o->on_lost != CLI_LOST_IGNORE) || s->forwarded) {
-        int64_t kill_at = s->kill_at_ns ? s->kill_at_ns : cli_now_ns() + s->o->grace_ms * 1000000;
+        int64_t kill_at = s->kill_at_ns ? s->kill_at_ns : after_ms(s->o->grace_ms);
 
         while (cli_pgroup_alive(&s->pg) && cli_now_ns() < kill_at)
             poll(NULL, 0, 20);

@@ -703,6 +703,19 @@ PY
   [ "$(keys_on_nodes pg2)" = 0 ] || fail "lock not released"
   note "a worker left in the group finished its clean-up within --grace"
 
+  # The largest --grace accepted is a wait, not a deadline that wrapped
+  # into the past (SIGKILL at once).
+  rm -f "$WORK/cleaned" "$WORK/ready"
+  "$REDLOCK" exec --grace 9223372036854 pg3 -- sh -c 'python3 "$1" "$2" "$3" & wait' sh \
+    "$WORK/slow_clean.py" "$WORK/cleaned" "$WORK/ready" 2>"$WORK/pg3.err" &
+  pid=$!
+  bg_add "$pid"
+  wait_file "$WORK/ready" 20 || fail "the worker did not start"
+  kill -TERM "$pid"
+  wait_pid "$pid" 20 || fail "exec did not end after SIGTERM"
+  [ -e "$WORK/cleaned" ] || fail "the largest --grace killed the worker at once: $(cat "$WORK/pg3.err")"
+  note "the largest --grace waited for the clean-up"
+
   # After a normal end, what the command left running is reported.
   run exec ps2 -- sh -c 'sleep 300 & echo $! > "$1"' sh "$WORK/left"
   expect_rc 0 "a command that leaves a process behind"

@@ -5,7 +5,7 @@
  *     redlock_libevent *ad;
  *     redlock_libevent_attach(client, base, &ad);
  *     redlock_acquire_async(lock, owner, 1000, 10000, on_done, ctx);
- *     event_base_dispatch(base);
+ *     event_base_dispatch(base);        (until event_base_loopbreak())
  *     ...
  *     redlock_client_free(client);     (not from inside a callback)
  *     redlock_libevent_detach(ad);      (right after it)
@@ -18,6 +18,11 @@
  * an event on a closed fd (its per-fd bookkeeping would swallow the
  * registration of the next socket that gets the number). One evtimer
  * carries the library's timer.
+ *
+ * event_base_dispatch() does not return for lack of events while the
+ * client is attached: the library keeps its idle connections and a wake
+ * descriptor watched. Break the loop when the program is done
+ * (event_base_loopbreak(), as the examples do), then free and detach.
  *
  * Ownership: attach allocates the adapter (*out); redlock_libevent_detach()
  * frees its events and itself at once. Call it after redlock_client_free()

@@ -5,7 +5,7 @@
  *     redlock_libuv *ad;
  *     redlock_libuv_attach(client, loop, &ad);
  *     redlock_acquire_async(lock, owner, 1000, 10000, on_done, ctx);
- *     uv_run(loop, UV_RUN_DEFAULT);
+ *     uv_run(loop, UV_RUN_DEFAULT);    (until the program calls uv_stop())
  *     ...
  *     redlock_client_free(client);     (not from inside a callback)
  *     redlock_libuv_detach(ad);         (right after it)
@@ -13,19 +13,24 @@
  *
  * Header-only, like hiredis's adapters. Each fd number the library asks
  * for gets a uv_poll_t of its own, made when it is first asked for and
- * stopped as soon as the library asks for nothing on it (events == 0).
- * The library says so before it closes the fd, and libuv allows closing
- * an fd right after uv_poll_stop(). The stopped handle is kept and started
- * again when the number is asked for again (the library's connections
- * come and go with every operation: making and closing a handle each time
- * costs an ioctl and several epoll_ctl calls). One uv_timer_t carries the
- * library's timer.
+ * closed as soon as the library asks for nothing on it (events == 0). The
+ * library says so before it closes the fd, and the handle must go while
+ * the fd is still open: uv_close() of a poll handle removes its fd number
+ * from epoll, and done later it would remove whatever descriptor of the
+ * program has that number by then. (The library keeps idle connections
+ * watched, so this is rare: mostly a connection about to close.) One
+ * uv_timer_t carries the library's timer.
+ *
+ * uv_run(loop, UV_RUN_DEFAULT) does not return for lack of work while the
+ * client is attached: the library keeps its idle connections and a wake
+ * descriptor watched. Stop the loop when the program is done (uv_stop(),
+ * as the examples do), then free the client and detach.
  *
  * Ownership: attach allocates the adapter (*out); redlock_libuv_detach()
  * frees it and closes its handles, whose memory libuv gives back in their
- * close callbacks, i.e. on the loop's next run. Call detach after
+ * close callbacks, i.e. on the loop's next run. Call detach right after
  * redlock_client_free() (which calls no hook while it frees, and closes
- * the fds the handles still watch), and before this thread opens other
+ * the fds the handles still watch), before this thread opens other
  * descriptors: a handle left on a closed fd would meet the next socket
  * that gets its number.
  *
@@ -83,16 +88,6 @@ static void redlock_libuv__close(redlock_libuv *ad, int fd)
     uv_close((uv_handle_t *)&w->poll, redlock_libuv__free_handle);
 }
 
-static void redlock_libuv__unwatch(redlock_libuv *ad, int fd)
-{
-    redlock_libuv__watch *w = ad->watches[fd];
-
-    if (!w)
-        return;
-    w->events = 0;
-    uv_poll_stop(&w->poll);
-}
-
 static void redlock_libuv__poll_cb(uv_poll_t *h, int status, int events)
 {
     redlock_libuv__watch *w = (redlock_libuv__watch *)h;
@@ -143,7 +138,8 @@ static void redlock_libuv__socket(void *ud, int fd, int events)
         ad->cap = cap;
     }
     if (!want) {
-        redlock_libuv__unwatch(ad, fd);
+        /* The fd may be closed next: the handle goes while it is open. */
+        redlock_libuv__close(ad, fd);
         return;
     }
     w = ad->watches[fd];

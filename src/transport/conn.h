@@ -12,6 +12,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/socket.h>
 
 #include "config/uri.h"
 #include "core/error.h"
@@ -75,6 +76,8 @@ typedef struct redlock__settle_hook {
 typedef struct redlock__conn {
     const redlock__node *node;
     int fd;
+    struct sockaddr_storage peer; /* TCP: the address connected to */
+    socklen_t peer_len;
     struct ssl_st *ssl;
     redlock__conn_state state;
     int tls_want_write;   /* the last TLS call needs the socket writable */

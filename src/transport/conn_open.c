@@ -223,11 +223,14 @@ static int open_tcp(redlock__conn *c)
         }
         if (connect(fd, (struct sockaddr *)&addr[i], len[i]) == 0 || errno == EINPROGRESS) {
             c->fd = fd;
+            c->peer = addr[i];
+            c->peer_len = len[i];
             c->state = REDLOCK__CONN_CONNECTING;
             return REDLOCK_OK;
         }
         saved = errno;
         close(fd);
+        redlock__addrs_failed(c->node->addrs, &addr[i], len[i]);
     }
     redlock__conn_refresh_addrs(c);
     return redlock__conn_fail(c, REDLOCK_ECONNECT, "connect: %s", strerror(saved));
@@ -303,6 +306,8 @@ int redlock__conn_finish_connect(redlock__conn *c)
     if (err == EINPROGRESS)
         return REDLOCK_OK;
     if (err) {
+        if (c->node->addrs && c->peer_len)
+            redlock__addrs_failed(c->node->addrs, &c->peer, c->peer_len);
         redlock__conn_refresh_addrs(c);
         return redlock__conn_fail(c, REDLOCK_ECONNECT, "connect: %s", strerror(err));
     }

@@ -160,13 +160,31 @@ int redlock__addrs_get(redlock__addrs *a, struct sockaddr_storage *addr, socklen
 {
     int n;
 
+    int i, k;
+
     pthread_mutex_lock(&a->mu);
     n = a->n;
-    memcpy(addr, a->addr, sizeof(a->addr[0]) * (size_t)n);
-    memcpy(len, a->len, sizeof(a->len[0]) * (size_t)n);
+    for (i = 0; i < n; i++) {
+        k = (a->first + i) % n;
+        addr[i] = a->addr[k];
+        len[i] = a->len[k];
+    }
     *gai_err = a->gai_err;
     pthread_mutex_unlock(&a->mu);
     return n;
+}
+
+void redlock__addrs_failed(redlock__addrs *a, const struct sockaddr_storage *addr,
+                           socklen_t len)
+{
+    pthread_mutex_lock(&a->mu);
+    if (a->n > 1) {
+        int k = a->first % a->n;
+
+        if (a->len[k] == len && memcmp(&a->addr[k], addr, len) == 0)
+            a->first = (k + 1) % a->n;
+    }
+    pthread_mutex_unlock(&a->mu);
 }
 
 /* Takes the next node asked for, or NULL when closing. */

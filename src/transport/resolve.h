@@ -35,6 +35,7 @@ typedef struct redlock__addrs {
     struct sockaddr_storage addr[REDLOCK__RESOLVE_MAX_ADDRS];
     socklen_t len[REDLOCK__RESOLVE_MAX_ADDRS];
     int n;
+    int first;           /* connecting starts here: moved past one that failed */
     int gai_err;         /* the last lookup's error (0: none) */
     int wanted;          /* a background lookup is asked for */
     int64_t last_ns;     /* when the last lookup finished */
@@ -68,10 +69,18 @@ int redlock__resolver_init(redlock__resolver *r, const char *const *hosts, const
                            size_t n);
 void redlock__resolver_free(redlock__resolver *r);
 
-/* Copies a node's addresses (at most REDLOCK__RESOLVE_MAX_ADDRS); returns
- * how many, 0 if none yet (*gai_err says why, if a lookup failed). */
+/* Copies a node's addresses (at most REDLOCK__RESOLVE_MAX_ADDRS), the
+ * one to try first first; returns how many, 0 if none yet (*gai_err says
+ * why, if a lookup failed). */
 int redlock__addrs_get(redlock__addrs *a, struct sockaddr_storage *addr, socklen_t *len,
                        int *gai_err);
+
+/* A connection to addr failed. If it was the address tried first, the
+ * next one is tried first from now on: a refusal that comes after
+ * connect() returned (non-blocking) is only known once the connection is
+ * given up, so the other addresses would never be reached. */
+void redlock__addrs_failed(redlock__addrs *a, const struct sockaddr_storage *addr,
+                           socklen_t len);
 
 /* Asks for a background lookup of a node (after a failed connect, or a
  * -READONLY reply from a sentinel node): at most one a second per node,

@@ -4,7 +4,9 @@
  * in the background: a slow DNS server must not hold up a fan-out, the
  * watchdog or the subscriber thread. This binary puts its own getaddrinfo
  * in front of the C library's (the library's objects are linked into it):
- * names ending in ".slow.test" take SLOW_MS to resolve, to 127.0.0.1.
+ * names ending in ".slow.test" take SLOW_MS to resolve, to 127.0.0.1, and
+ * names ending in ".dual.test" resolve to ::1 first, then 127.0.0.1 (the
+ * rig's nodes listen on IPv4 only).
  */
 #include <check.h>
 #include <dlfcn.h>
@@ -36,6 +38,22 @@ int getaddrinfo(const char *node, const char *service, const struct addrinfo *hi
         __atomic_add_fetch(&slow_lookups, 1, __ATOMIC_SEQ_CST);
         nanosleep(&ts, NULL);
         node = "127.0.0.1";
+    }
+    if (n > 10 && strcmp(node + n - 10, ".dual.test") == 0) {
+        struct addrinfo *v6 = NULL, *v4 = NULL, *last;
+        int rc = real("::1", service, hints, &v6);
+
+        if (rc != 0)
+            return rc;
+        if ((rc = real("127.0.0.1", service, hints, &v4)) != 0) {
+            freeaddrinfo(v6);
+            return rc;
+        }
+        for (last = v6; last->ai_next; last = last->ai_next)
+            ;
+        last->ai_next = v4; /* each entry is its own allocation */
+        *res = v6;
+        return 0;
     }
     return real(node, service, hints, res);
 }
@@ -118,6 +136,31 @@ START_TEST(test_unresolvable_name_fails_fast)
 }
 END_TEST
 
+/* A name whose first address refuses the connection only once connect()
+ * has returned (a non-blocking connect reports it later: EINPROGRESS,
+ * then ECONNREFUSED): the node's other address is tried next. Every
+ * attempt used to go to the first address and fail. */
+START_TEST(test_next_address_after_async_refusal)
+{
+    char uri_buf[96];
+    const char *uri = uri_buf;
+    redlock_client *c = NULL;
+    redlock_lock *l;
+    int rc;
+
+    snprintf(uri_buf, sizeof(uri_buf), "redis://node.dual.test:%d",
+             rig_get_int("PLAIN_BASE_PORT"));
+    ck_assert_int_eq(redlock_client_new(&c, &uri, 1, NULL), REDLOCK_OK);
+    ck_assert_int_eq(redlock_lock_new(c, "resolve:dual", NULL, &l), REDLOCK_OK);
+    rc = redlock_try_lock_for(l, 3000, 10000);
+    ck_assert_msg(rc == REDLOCK_OK, "acquire over the second address: %s: %s",
+                  redlock_err_name(rc), redlock_last_error());
+    ck_assert_int_eq(redlock_unlock(l), REDLOCK_OK);
+    redlock_lock_free(l);
+    redlock_client_free(c);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("resolve");
@@ -128,6 +171,7 @@ int main(void)
     tcase_set_timeout(tc, 60);
     tcase_add_test(tc, test_slow_dns_stays_off_the_fanout);
     tcase_add_test(tc, test_unresolvable_name_fails_fast);
+    tcase_add_test(tc, test_next_address_after_async_refusal);
     suite_add_tcase(s, tc);
     sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);

@@ -16,14 +16,19 @@
 
 static void vreport(const char *prefix, const char *what, const char *fmt, va_list ap)
 {
-    char why[1024], safe_what[1024], safe_why[4 * sizeof(why)];
+    char why[1024], what_buf[1024], safe_what[1024], safe_why[4 * sizeof(why)];
 
     vsnprintf(why, sizeof(why), fmt, ap);
+    snprintf(what_buf, sizeof(what_buf), "%s", what ? what : "error");
+    /* A stray or misplaced argument is quoted as given, and it may be a
+     * node URI with its password. */
+    cli_mask_passwords(what_buf);
+    cli_mask_passwords(why);
     /* Messages quote servers, file contents and arguments: every control
      * byte is escaped (escape.c), which also keeps a message on one line
      * for scripts that read stderr line by line. */
     fprintf(stderr, "redlock: %s%s: %s\n", prefix,
-            cli_escape(what ? what : "error", safe_what, sizeof(safe_what)),
+            cli_escape(what_buf, safe_what, sizeof(safe_what)),
             cli_escape(why, safe_why, sizeof(safe_why)));
 }
 

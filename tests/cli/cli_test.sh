@@ -951,6 +951,16 @@ case_secret_warn() {
   [ ! -s "$WORK/err" ] || fail "a user without a password was warned about: $(cat "$WORK/err")"
   note "a password in --nodes: one warning, the password not quoted"
 
+  # A node URI given where it does not belong is quoted without its password.
+  run -n "$REDLOCK_NODES" redis://:hunter2@b:2 status sw
+  expect_rc 64 "a stray URI before the command"
+  grep -q hunter2 "$WORK/err" && fail "the error quotes the password: $(cat "$WORK/err")"
+  run -n "$REDLOCK_NODES" status sw redis://:hunter2@b:2
+  expect_rc 64 "a stray URI after the lock name"
+  grep -q hunter2 "$WORK/err" && fail "the error quotes the password: $(cat "$WORK/err")"
+  grep -q 'redis://:\*\*\*\*\*\*\*@b:2' "$WORK/err" || fail "no masked URI: $(cat "$WORK/err")"
+  note "a stray URI in the arguments: quoted with its password masked"
+
   openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -days 1 \
     -subj /CN=redlock-test -keyout "$WORK/key.pem" -out "$WORK/cert.pem" 2>/dev/null || fail "openssl"
   for mode in 640 604 644; do

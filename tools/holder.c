@@ -93,3 +93,18 @@ void cli_margin_text(size_t reachable, size_t n, int quorum, const char *what)
         printf("%zu more can fail", reachable - q);
     printf("\n");
 }
+
+int cli_shortfall_status(const int *errs, size_t n, int quorum)
+{
+    size_t perm = 0, config = 0, i;
+
+    for (i = 0; i < n; i++) {
+        perm += errs[i] == REDLOCK_EAUTH || errs[i] == REDLOCK_ETLS;
+        config += errs[i] == REDLOCK_ECONFIG;
+    }
+    if ((int)(n - perm) < quorum)
+        return CLI_EX_NOPERM;
+    if ((int)(n - config) < quorum)
+        return CLI_EX_CONFIG;
+    return CLI_EX_NOQUORUM;
+}

@@ -338,9 +338,14 @@ static int status_view(cli_globals *g, redlock_client *c, status_target *t,
         print_text(c, name, quorum, p, n, &v, &rw);
     fflush(stdout);
     if ((int)v.reachable < quorum) {
+        int errs[REDLOCK_MAX_NODES];
+        size_t i;
+
+        for (i = 0; i < n; i++)
+            errs[i] = p[i].st.reachable ? 0 : p[i].st.err;
         cli_error(o->name ? name : "status", "%zu of %zu node(s) answered, quorum is %d",
                   v.reachable, n, quorum);
-        rc = CLI_EX_NOQUORUM;
+        rc = cli_shortfall_status(errs, n, quorum);
     }
     return rc;
 }
@@ -461,6 +466,15 @@ int cli_cmd_unlock(cli_globals *g, int argc, char **argv)
     case REDLOCK_ENO_QUORUM:
         cli_error(name, "%s", redlock_last_error());
         rc = CLI_EX_NOQUORUM;
+        goto out;
+    case REDLOCK_EAUTH:
+    case REDLOCK_ETLS:
+        cli_error(name, "%s", redlock_last_error());
+        rc = CLI_EX_NOPERM;
+        goto out;
+    case REDLOCK_ECONFIG:
+        cli_error(name, "%s", redlock_last_error());
+        rc = CLI_EX_CONFIG;
         goto out;
     default:
         cli_error(name, "force unlock: %s", redlock_last_error());

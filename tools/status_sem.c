@@ -358,8 +358,13 @@ int status_sem_view(cli_globals *g, redlock_client *c, redlock_semaphore *sem, i
         print_text(c, name, p, n, v);
     fflush(stdout);
     if ((int)v->reachable < v->quorum) {
+        int errs[REDLOCK_MAX_NODES];
+        size_t i;
+
+        for (i = 0; i < n; i++)
+            errs[i] = p[i].st.reachable ? 0 : p[i].st.err;
         cli_error(name, "%zu of %zu node(s) answered, quorum is %d", v->reachable, n, v->quorum);
-        rc = CLI_EX_NOQUORUM;
+        rc = cli_shortfall_status(errs, n, v->quorum);
     }
     free(p);
     free(v);

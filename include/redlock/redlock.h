@@ -630,7 +630,10 @@ REDLOCK_EXTERN int redlock_unlock(redlock_lock *lock);
 
 /* Deletes the lock on every member whoever holds it, and publishes the
  * release. *released (may be NULL) gets the number of members on which a
- * key was deleted. REDLOCK_ENO_QUORUM if fewer than a quorum answered. */
+ * key was deleted. REDLOCK_ENO_QUORUM if fewer than a quorum answered;
+ * REDLOCK_EAUTH, REDLOCK_ETLS or REDLOCK_ECONFIG instead when members
+ * refusing for good that way alone leave fewer than a quorum (as an
+ * acquire reports it). */
 REDLOCK_EXTERN int redlock_force_unlock(redlock_lock *lock, size_t *released);
 
 /* *locked = 1 if at least a quorum of members hold the key (anyone). */

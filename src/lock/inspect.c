@@ -292,6 +292,8 @@ int redlock_lock_inspect(redlock_lock *l, size_t member, redlock_member_state *o
 typedef struct force_ctx {
     const redlock_lock *l;
     int answered, deleted;
+    int refused;                /* members that refuse for good */
+    int refusal;                /* the first such refusal's code */
     char why[128];              /* the first failure, for the message */
 } force_ctx;
 
@@ -319,6 +321,8 @@ static int on_force_reply(void *ud, size_t batch, size_t call, int err, const ch
     if (err) {
         sr.kind = REDLOCK__REPLY_ERROR;
         sr.message = msg;
+        if (redlock__refuses_for_good(err) && !f->refused++)
+            f->refusal = err;
     } else {
         redlock__parse_force_release(r, &sr);
     }
@@ -342,7 +346,7 @@ int redlock_force_unlock(redlock_lock *l, size_t *released)
         return redlock__fail(REDLOCK_EINVAL, "lock is NULL");
     c = l->client;
     f.l = l;
-    f.answered = f.deleted = 0;
+    f.answered = f.deleted = f.refused = f.refusal = 0;
     f.why[0] = '\0';
     rc = redlock__plan_build(&p, l, NULL, fill_force, &f,
                              c->tp.ops->now_ns(c->tp.ctx) + inspect_timeout_ns(c));
@@ -352,10 +356,12 @@ int redlock_force_unlock(redlock_lock *l, size_t *released)
     redlock__plan_free(&p);
     if (released)
         *released = (size_t)f.deleted;
+    /* As an acquire says it: refusals for good (credentials, a database
+     * the server lacks) that alone leave no quorum are not an outage. */
     if (f.answered < l->quorum)
-        return redlock__fail(REDLOCK_ENO_QUORUM, "lock '%s': %d of %zu members answered%s%s",
-                             l->members[0].name, f.answered, l->n, f.why[0] ? "; " : "",
-                             f.why);
+        return redlock__fail((int)l->n - f.refused < l->quorum ? f.refusal : REDLOCK_ENO_QUORUM,
+                             "lock '%s': %d of %zu members answered%s%s", l->members[0].name,
+                             f.answered, l->n, f.why[0] ? "; " : "", f.why);
     return REDLOCK_OK;
 }
 

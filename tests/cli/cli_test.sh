@@ -758,6 +758,15 @@ case_auth() {
   REDLOCK_NODES=$bad run --config "$WORK/right.conf" exec au -- true
   expect_rc 77 "the file's password_file does not beat the password in \$REDLOCK_NODES"
   note "URI credentials beat a lower layer's user and password"
+
+  # status and unlock say refused credentials as exec does.
+  REDLOCK_PASSWORD=wrong run --config /dev/null --user alice status au
+  expect_rc 77 "status with a wrong password"
+  REDLOCK_PASSWORD=wrong run --config /dev/null --user alice status au --metrics
+  expect_rc 77 "status --metrics with a wrong password"
+  REDLOCK_PASSWORD=wrong run --config /dev/null --user alice unlock au --force
+  expect_rc 77 "unlock --force with a wrong password"
+  note "status and unlock with a wrong password: exit 77"
 }
 
 # Nothing listening: with the default infinite --wait, the wait ends with
@@ -798,6 +807,16 @@ case_wrongtype() {
   [ ! -e "$WORK/ran" ] || fail "the command ran"
   for p in $PORTS; do [ "$(redis-cli -p "$p" GET wt)" = x ] || fail "the string key changed on $p"; done
   note "WRONGTYPE: exit 78 after $t ms"
+
+  # A database the servers do not have: 78 from status and unlock too.
+  nodes99=$(echo "$REDLOCK_NODES" | sed 's#\(redis://[^,]*\)#\1/99#g')
+  run --nodes "$nodes99" exec wt99 -- true
+  expect_rc 78 "exec on db 99"
+  run --nodes "$nodes99" status wt99
+  expect_rc 78 "status on db 99"
+  run --nodes "$nodes99" unlock wt99 --force
+  expect_rc 78 "unlock --force on db 99"
+  note "db 99: exit 78 from exec, status and unlock"
 }
 
 # Three of five nodes down: each is named once on stderr (not on every

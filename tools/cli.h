@@ -331,10 +331,10 @@ void cli_holder_json(const redlock_holder_facts *f);
  * "permit") can be taken. */
 void cli_margin_text(size_t reachable, size_t n, int quorum, const char *what);
 /* The exit status when fewer than quorum of n nodes answered, as exec's:
- * 77 when the nodes that refused our credentials (REDLOCK_EAUTH,
- * REDLOCK_ETLS) alone leave fewer than a quorum, 78 when those that
- * refused the request for good (REDLOCK_ECONFIG: a database the server
- * lacks) do, else 69. errs[i]: node i's error, 0 if it answered. */
+ * when the nodes that refused for good alone leave fewer than a quorum, 77
+ * if some refused our credentials (REDLOCK_EAUTH, REDLOCK_ETLS), else 78
+ * (REDLOCK_ECONFIG: a database the server lacks); otherwise 69. errs[i]:
+ * node i's error, 0 if it answered. */
 int cli_shortfall_status(const int *errs, size_t n, int quorum);
 
 /* ---- configuration files (config.c) ---------------------------------------- */

@@ -65,7 +65,7 @@ int cli_client_new(cli_globals *g, redlock_client **out)
     redlock_options o;
     const char *pw_src, *key_what = "--tls-key";
     size_t i;
-    int rc, uri_pw = 0, uri_user = 0, pw_layer;
+    int rc, uri_pw = 0, all_pw = 1, all_user = 1, pw_layer;
 
     *out = NULL;
     if ((rc = cli_resolve_nodes(g)) != 0)
@@ -82,17 +82,22 @@ int cli_client_new(cli_globals *g, redlock_client **out)
     if (!g->tls_server_name)
         g->tls_server_name = g->cfg.tls_server_name;
     for (i = 0; i < g->n_nodes; i++) {
-        uri_pw |= cli_nodes_userinfo(g->nodes[i]) == 2;
-        uri_user |= cli_nodes_userinfo(g->nodes[i]) >= 1;
+        int info = cli_nodes_userinfo(g->nodes[i]);
+
+        uri_pw |= info == 2;
+        all_pw &= info == 2;
+        all_user &= info >= 1;
     }
-    /* The library lets its options beat the URIs' user info, so a user or
-     * password from a layer below the nodes' is not passed on when the
-     * nodes name their own: they are the stronger setting. */
-    if (!g->user && !(uri_user && g->nodes_layer < CLI_LAYER_FILE))
+    /* The library lets its options beat the URIs' user info (for every
+     * node alike), so a user or password from a layer below the nodes' is
+     * not passed on when every node names its own: they are the stronger
+     * setting. A list where only some do keeps the option, which the
+     * others need. */
+    if (!g->user && !(all_user && g->nodes_layer < CLI_LAYER_FILE))
         g->user = g->cfg.user;
     if ((rc = resolve_password(g, &pw_src, &pw_layer)) != 0)
         return rc;
-    if (g->password && uri_pw && g->nodes_layer < pw_layer) {
+    if (g->password && all_pw && g->nodes_layer < pw_layer) {
         explicit_bzero(g->password, strlen(g->password));
         free(g->password);
         g->password = NULL;

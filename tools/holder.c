@@ -102,9 +102,9 @@ int cli_shortfall_status(const int *errs, size_t n, int quorum)
         perm += errs[i] == REDLOCK_EAUTH || errs[i] == REDLOCK_ETLS;
         config += errs[i] == REDLOCK_ECONFIG;
     }
-    if ((int)(n - perm) < quorum)
-        return CLI_EX_NOPERM;
-    if ((int)(n - config) < quorum)
-        return CLI_EX_CONFIG;
+    /* Counted together, as the library counts refusals for good; the
+     * credentials are named first. */
+    if ((int)(n - perm - config) < quorum)
+        return perm ? CLI_EX_NOPERM : CLI_EX_CONFIG;
     return CLI_EX_NOQUORUM;
 }

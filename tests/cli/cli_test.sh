@@ -757,6 +757,14 @@ case_auth() {
   printf 'password_file = %s\n' "$WORK/right.pw" >"$WORK/right.conf"
   REDLOCK_NODES=$bad run --config "$WORK/right.conf" exec au -- true
   expect_rc 77 "the file's password_file does not beat the password in \$REDLOCK_NODES"
+  # A list where only some URIs carry user info keeps the lower layer's
+  # user and password, which the others need (the default user is off).
+  mixed=$(echo "$REDLOCK_NODES" | sed 's#redis://#redis://alice:secret@#')
+  REDLOCK_PASSWORD=secret run --config /dev/null --user alice --nodes "$mixed" exec au -- true
+  expect_rc 0 "a mixed list with \$REDLOCK_PASSWORD and --user"
+  printf 'user = alice\npassword_file = %s\n' "$WORK/right.pw" >"$WORK/mixed.conf"
+  run --config "$WORK/mixed.conf" --nodes "$mixed" exec au -- true
+  expect_rc 0 "a mixed list with the file's user and password_file"
   note "URI credentials beat a lower layer's user and password"
 
   # status and unlock say refused credentials as exec does.
@@ -767,6 +775,7 @@ case_auth() {
   REDLOCK_PASSWORD=wrong run --config /dev/null --user alice unlock au --force
   expect_rc 77 "unlock --force with a wrong password"
   note "status and unlock with a wrong password: exit 77"
+
 }
 
 # Nothing listening: with the default infinite --wait, the wait ends with

@@ -117,15 +117,13 @@ int redlock__lock_create(redlock_client *c, const redlock_member *members, size_
      * a node timeout: any shorter and places lapse while their waiters
      * live (and below 3 ms the renewals come without pause). */
     if (opts && opts->fair_wait_lease_ms > 0 &&
-        opts->fair_wait_lease_ms < 3 * renewal_bound_ms(c)) {
-        int bound = renewal_bound_ms(c);
-
+        opts->fair_wait_lease_ms < 3 * renewal_bound_ms(c))
         return redlock__fail(REDLOCK_EINVAL,
                              "fair_wait_lease_ms of %d ms is too short: a waiter renews its "
                              "place every third of it, each renewal may take a node timeout "
                              "(%d ms), so at least %d ms",
-                             opts->fair_wait_lease_ms, bound, 3 * bound);
-    }
+                             opts->fair_wait_lease_ms, renewal_bound_ms(c),
+                             3 * renewal_bound_ms(c));
     if (opts && (opts->replica_acks < 0 || opts->replica_acks > REDLOCK__MAX_REPLICA_ACKS ||
                  opts->replica_timeout_ms < 0))
         return redlock__fail(REDLOCK_EINVAL,

@@ -158,16 +158,13 @@ void redlock__resolver_free(redlock__resolver *r)
 int redlock__addrs_get(redlock__addrs *a, struct sockaddr_storage *addr, socklen_t *len,
                        int *gai_err)
 {
-    int n;
-
-    int i, k;
+    int n, i;
 
     pthread_mutex_lock(&a->mu);
     n = a->n;
     for (i = 0; i < n; i++) {
-        k = (a->first + i) % n;
-        addr[i] = a->addr[k];
-        len[i] = a->len[k];
+        addr[i] = a->addr[(a->first + i) % n];
+        len[i] = a->len[(a->first + i) % n];
     }
     *gai_err = a->gai_err;
     pthread_mutex_unlock(&a->mu);

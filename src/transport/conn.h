@@ -190,6 +190,11 @@ void redlock__conn_skip_one(redlock__conn *c, const struct redisReply *r);
 int redlock__conn_fail(redlock__conn *c, int code, const char *fmt, ...) REDLOCK__PRINTF(3, 4);
 /* After a failed connect or a demotion: asks the resolver to look again. */
 void redlock__conn_refresh_addrs(redlock__conn *c);
+/* The caller gives up on c at its deadline: a connect still in progress
+ * (its SYNs dropped, as by a firewall or an address no host answers)
+ * counts against its address as a refusal does, so the next connect
+ * tries the node's other addresses first. Call before closing c. */
+void redlock__conn_connect_given_up(redlock__conn *c);
 /* The connect finished (or failed): the next state, or an error. */
 int redlock__conn_finish_connect(redlock__conn *c);
 /* One step of the TLS handshake. */

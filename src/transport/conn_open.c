@@ -296,6 +296,12 @@ int redlock__conn_open(redlock__conn *c)
     return REDLOCK_OK;
 }
 
+void redlock__conn_connect_given_up(redlock__conn *c)
+{
+    if (c->state == REDLOCK__CONN_CONNECTING && c->node->addrs && c->peer_len)
+        redlock__addrs_failed(c->node->addrs, &c->peer, c->peer_len);
+}
+
 int redlock__conn_finish_connect(redlock__conn *c)
 {
     int err = 0;
@@ -305,6 +311,19 @@ int redlock__conn_finish_connect(redlock__conn *c)
         err = errno;
     if (err == EINPROGRESS)
         return REDLOCK_OK;
+    if (err == 0) {
+        struct sockaddr_storage peer;
+        socklen_t peer_len = sizeof(peer);
+
+        /* No error pending is not "connected": a connect still in progress
+         * has none either, and a fan-out asks before poll() said the
+         * socket is writable (it writes a ready connection at once).
+         * Taken for connected, such a socket lost its set-up allowance and
+         * a node whose SYNs are dropped looked like one that never
+         * answers. */
+        if (getpeername(c->fd, (struct sockaddr *)&peer, &peer_len) < 0 && errno == ENOTCONN)
+            return REDLOCK_OK;
+    }
     if (err) {
         if (c->node->addrs && c->peer_len)
             redlock__addrs_failed(c->node->addrs, &c->peer, c->peer_len);

@@ -302,6 +302,7 @@ int redlock__fanout_conns(redlock__conn *conns, const redlock__batch *batches,
                 continue;
             d = slot_deadline(s, connect_timeout_ms);
             if (now >= d) {
+                redlock__conn_connect_given_up(s->conn);
                 stop |= fail_slot(s, i, REDLOCK_ETIMEOUT, "no reply before the deadline",
                                   fn, ud, failures);
                 continue;

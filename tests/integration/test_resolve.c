@@ -6,11 +6,16 @@
  * in front of the C library's (the library's objects are linked into it):
  * names ending in ".slow.test" take SLOW_MS to resolve, to 127.0.0.1, and
  * names ending in ".dual.test" resolve to ::1 first, then 127.0.0.1 (the
- * rig's nodes listen on IPv4 only).
+ * rig's nodes listen on IPv4 only), and names ending in ".hole.test" to
+ * 127.0.0.1 on hole_port first (a listener that never completes a
+ * connect), then 127.0.0.1 on the port asked for.
  */
 #include <check.h>
 #include <dlfcn.h>
 #include <netdb.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -22,12 +27,37 @@
 #define SLOW_MS 1500
 
 static int slow_lookups;
+static int hole_port;
+
+typedef int (*getaddrinfo_fn)(const char *, const char *, const struct addrinfo *,
+                              struct addrinfo **);
+
+/* first's addresses (on first_port if not 0), then 127.0.0.1's. */
+static int two_lists(getaddrinfo_fn real, const char *first, int first_port,
+                     const char *service, const struct addrinfo *hints, struct addrinfo **res)
+{
+    struct addrinfo *head = NULL, *v4 = NULL, *last;
+    int rc = real(first, service, hints, &head);
+
+    if (rc != 0)
+        return rc;
+    if ((rc = real("127.0.0.1", service, hints, &v4)) != 0) {
+        freeaddrinfo(head);
+        return rc;
+    }
+    for (last = head; first_port && last; last = last->ai_next)
+        ((struct sockaddr_in *)last->ai_addr)->sin_port = htons((uint16_t)first_port);
+    for (last = head; last->ai_next; last = last->ai_next)
+        ;
+    last->ai_next = v4; /* each entry is its own allocation */
+    *res = head;
+    return 0;
+}
 
 int getaddrinfo(const char *node, const char *service, const struct addrinfo *hints,
                 struct addrinfo **res)
 {
-    static int (*real)(const char *, const char *, const struct addrinfo *,
-                       struct addrinfo **);
+    static getaddrinfo_fn real;
     size_t n = node ? strlen(node) : 0;
 
     if (!real)
@@ -37,24 +67,12 @@ int getaddrinfo(const char *node, const char *service, const struct addrinfo *hi
 
         __atomic_add_fetch(&slow_lookups, 1, __ATOMIC_SEQ_CST);
         nanosleep(&ts, NULL);
-        node = "127.0.0.1";
+        return real("127.0.0.1", service, hints, res);
     }
-    if (n > 10 && strcmp(node + n - 10, ".dual.test") == 0) {
-        struct addrinfo *v6 = NULL, *v4 = NULL, *last;
-        int rc = real("::1", service, hints, &v6);
-
-        if (rc != 0)
-            return rc;
-        if ((rc = real("127.0.0.1", service, hints, &v4)) != 0) {
-            freeaddrinfo(v6);
-            return rc;
-        }
-        for (last = v6; last->ai_next; last = last->ai_next)
-            ;
-        last->ai_next = v4; /* each entry is its own allocation */
-        *res = v6;
-        return 0;
-    }
+    if (n > 10 && strcmp(node + n - 10, ".dual.test") == 0)
+        return two_lists(real, "::1", 0, service, hints, res);
+    if (n > 10 && strcmp(node + n - 10, ".hole.test") == 0)
+        return two_lists(real, "127.0.0.1", hole_port, service, hints, res);
     return real(node, service, hints, res);
 }
 
@@ -136,28 +154,77 @@ START_TEST(test_unresolvable_name_fails_fast)
 }
 END_TEST
 
-/* A name whose first address refuses the connection only once connect()
- * has returned (a non-blocking connect reports it later: EINPROGRESS,
- * then ECONNREFUSED): the node's other address is tried next. Every
- * attempt used to go to the first address and fail. */
-START_TEST(test_next_address_after_async_refusal)
+/* One acquire (waiting up to 3 s) and release over the node at
+ * node.<domain>.test on the rig's first port, with options o. */
+static void lock_cycle_over(const char *domain, const redlock_options *o)
 {
-    char uri_buf[96];
+    char uri_buf[96], name[64];
     const char *uri = uri_buf;
     redlock_client *c = NULL;
     redlock_lock *l;
     int rc;
 
-    snprintf(uri_buf, sizeof(uri_buf), "redis://node.dual.test:%d",
+    snprintf(uri_buf, sizeof(uri_buf), "redis://node.%s.test:%d", domain,
              rig_get_int("PLAIN_BASE_PORT"));
-    ck_assert_int_eq(redlock_client_new(&c, &uri, 1, NULL), REDLOCK_OK);
-    ck_assert_int_eq(redlock_lock_new(c, "resolve:dual", NULL, &l), REDLOCK_OK);
+    snprintf(name, sizeof(name), "resolve:%s", domain);
+    ck_assert_int_eq(redlock_client_new(&c, &uri, 1, o), REDLOCK_OK);
+    ck_assert_int_eq(redlock_lock_new(c, name, NULL, &l), REDLOCK_OK);
     rc = redlock_try_lock_for(l, 3000, 10000);
     ck_assert_msg(rc == REDLOCK_OK, "acquire over the second address: %s: %s",
                   redlock_err_name(rc), redlock_last_error());
     ck_assert_int_eq(redlock_unlock(l), REDLOCK_OK);
     redlock_lock_free(l);
     redlock_client_free(c);
+}
+
+/* A name whose first address refuses the connection only once connect()
+ * has returned (a non-blocking connect reports it later: EINPROGRESS,
+ * then ECONNREFUSED): the node's other address is tried next. Every
+ * attempt used to go to the first address and fail. */
+START_TEST(test_next_address_after_async_refusal)
+{
+    lock_cycle_over("dual", NULL);
+}
+END_TEST
+
+/* A listener on 127.0.0.1 whose accept queue is full (backlog 0 and one
+ * connection never accepted): Linux drops the SYNs of further connects,
+ * which hang as towards a host that silently drops them. Returns the
+ * listener; *filler is the connection that fills the queue. */
+static int full_listener(int *port, int *filler)
+{
+    struct sockaddr_in a;
+    socklen_t len = sizeof(a);
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+
+    ck_assert_int_ge(fd, 0);
+    memset(&a, 0, sizeof(a));
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    ck_assert_int_eq(bind(fd, (struct sockaddr *)&a, sizeof(a)), 0);
+    ck_assert_int_eq(listen(fd, 0), 0);
+    ck_assert_int_eq(getsockname(fd, (struct sockaddr *)&a, &len), 0);
+    *port = ntohs(a.sin_port);
+    *filler = socket(AF_INET, SOCK_STREAM, 0);
+    ck_assert_int_ge(*filler, 0);
+    ck_assert_int_eq(connect(*filler, (struct sockaddr *)&a, sizeof(a)), 0);
+    return fd;
+}
+
+/* A name whose first address never completes a connect (its SYNs are
+ * dropped) and whose second is the node: once a connect to the first was
+ * given up at its deadline, the second is tried. Every attempt used to go
+ * to the first address and time out. */
+START_TEST(test_next_address_after_silent_connect)
+{
+    redlock_options o;
+    int filler, listener = full_listener(&hole_port, &filler);
+
+    memset(&o, 0, sizeof(o));
+    o.connect_timeout_ms = 200;
+    lock_cycle_over("hole", &o);
+    close(filler);
+    close(listener);
 }
 END_TEST
 
@@ -172,6 +239,7 @@ int main(void)
     tcase_add_test(tc, test_slow_dns_stays_off_the_fanout);
     tcase_add_test(tc, test_unresolvable_name_fails_fast);
     tcase_add_test(tc, test_next_address_after_async_refusal);
+    tcase_add_test(tc, test_next_address_after_silent_connect);
     suite_add_tcase(s, tc);
     sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);

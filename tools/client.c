@@ -32,40 +32,37 @@ static void wipe_env(const char *name)
 }
 
 /* The password: --password-file, else $REDLOCK_PASSWORD, else the config
- * file's password_file. Sets *src to where it came from. */
-static int resolve_password(cli_globals *g, const char **src, int *layer)
+ * file's password_file. A source of a layer weaker than weakest_used is
+ * not even read (a missing password_file is then no error): the node
+ * URIs' own passwords beat it. */
+static int resolve_password(cli_globals *g, int weakest_used)
 {
     const char *env = getenv("REDLOCK_PASSWORD");
 
-    *src = NULL;
-    *layer = CLI_LAYER_COMMAND_LINE;
-    if (g->password_file) {
-        *src = "--password-file";
+    if (g->password_file)
         return cli_read_secret_file("--password-file", g->password_file, &g->password);
-    }
-    *layer = CLI_LAYER_ENVIRONMENT;
+    if (CLI_LAYER_ENVIRONMENT > weakest_used)
+        return 0;
     if (env && *env) {
-        *src = "REDLOCK_PASSWORD";
         if (!(g->password = strdup(env))) {
             cli_error("REDLOCK_PASSWORD", "out of memory");
             return CLI_EX_SOFTWARE;
         }
         return 0;
     }
-    *layer = CLI_LAYER_FILE;
-    if (g->cfg.password_file) {
-        *src = "password_file";
+    if (CLI_LAYER_FILE > weakest_used)
+        return 0;
+    if (g->cfg.password_file)
         return cli_read_secret_file("password_file", g->cfg.password_file, &g->password);
-    }
     return 0;
 }
 
 int cli_client_new(cli_globals *g, redlock_client **out)
 {
     redlock_options o;
-    const char *pw_src, *key_what = "--tls-key";
+    const char *key_what = "--tls-key";
     size_t i;
-    int rc, uri_pw = 0, all_pw = 1, all_user = 1, pw_layer;
+    int rc, uri_pw = 0, all_pw = 1, all_user = 1;
 
     *out = NULL;
     if ((rc = cli_resolve_nodes(g)) != 0)
@@ -95,13 +92,8 @@ int cli_client_new(cli_globals *g, redlock_client **out)
      * others need. */
     if (!g->user && !(all_user && g->nodes_layer < CLI_LAYER_FILE))
         g->user = g->cfg.user;
-    if ((rc = resolve_password(g, &pw_src, &pw_layer)) != 0)
+    if ((rc = resolve_password(g, all_pw ? g->nodes_layer : CLI_LAYER_FILE)) != 0)
         return rc;
-    if (g->password && all_pw && g->nodes_layer < pw_layer) {
-        explicit_bzero(g->password, strlen(g->password));
-        free(g->password);
-        g->password = NULL;
-    }
     if (g->scrub_env) {
         /* Copied above (password, node list); the library copies again. */
         const char *env_nodes = getenv("REDLOCK_NODES");

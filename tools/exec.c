@@ -442,13 +442,18 @@ typedef struct supervisor {
     int64_t kill_at_ns;       /* SIGKILL after the grace period; 0 = none */
 } supervisor;
 
-/* Now plus ms on the monotonic clock; a time beyond its range (--grace of
- * centuries) is INT64_MAX, never a sum that wrapped into the past. */
+/* from_ns plus ms on the monotonic clock; a time beyond its range (--grace
+ * or --lease of centuries) is INT64_MAX, never a sum that wrapped into the
+ * past. */
+static int64_t ns_after_ms(int64_t from_ns, int64_t ms)
+{
+    return ms < (INT64_MAX - from_ns) / 1000000 ? from_ns + ms * 1000000 : INT64_MAX;
+}
+
+/* Now plus ms, as ns_after_ms. */
 static int64_t after_ms(int64_t ms)
 {
-    int64_t now = cli_now_ns();
-
-    return ms < (INT64_MAX - now) / 1000000 ? now + ms * 1000000 : INT64_MAX;
+    return ns_after_ms(cli_now_ns(), ms);
 }
 
 static int64_t ms_until(int64_t deadline_ns, int64_t now)
@@ -659,7 +664,7 @@ static int run_command(supervisor *s, const cli_exec_opts *o, cli_hold *hold)
     s->child = cli_pgroup_spawn(&s->pg, o->cmd, env.envp, o->grace_ms, child_setup, &exec_errno);
     child_env_free(&env);
     if (o->lease_ms > 0)
-        s->lease_end_ns = asked_ns + validity_ms * 1000000;
+        s->lease_end_ns = ns_after_ms(asked_ns, validity_ms);
     if (s->child < 0) {
         cli_error("fork", "%s", strerror(errno));
         return CLI_EX_SOFTWARE;

@@ -14,22 +14,54 @@
 
 #include "cli.h"
 
+/* The longest "what" and "why" a message quotes, before escaping. */
+#define REPORT_MAX 1023
+
+/* A heap copy of text with its URI passwords masked, then cut to
+ * REPORT_MAX bytes; NULL if out of memory. Masked before the cut: a cut
+ * inside a long password would leave no '@' to find, and its start would
+ * be printed. */
+static char *masked_copy(const char *text)
+{
+    char *copy = strdup(text);
+
+    if (!copy)
+        return NULL;
+    cli_mask_passwords(copy);
+    if (strlen(copy) > REPORT_MAX)
+        copy[REPORT_MAX] = '\0';
+    return copy;
+}
+
+/* Frees a copy that may have held a secret before it was masked. */
+static void wipe_free(char *s)
+{
+    if (s) {
+        explicit_bzero(s, strlen(s));
+        free(s);
+    }
+}
+
 static void vreport(const char *prefix, const char *what, const char *fmt, va_list ap)
 {
-    char why[1024], what_buf[1024], safe_what[1024], safe_why[4 * sizeof(why)];
+    char *why_raw = NULL, *why, *what_buf;
+    char safe_what[4 * (REPORT_MAX + 1)], safe_why[4 * (REPORT_MAX + 1)];
 
-    vsnprintf(why, sizeof(why), fmt, ap);
-    snprintf(what_buf, sizeof(what_buf), "%s", what ? what : "error");
     /* A stray or misplaced argument is quoted as given, and it may be a
      * node URI with its password. */
-    cli_mask_passwords(what_buf);
-    cli_mask_passwords(why);
+    if (vasprintf(&why_raw, fmt, ap) < 0)
+        why_raw = NULL;
+    why = why_raw ? masked_copy(why_raw) : NULL;
+    what_buf = masked_copy(what ? what : "error");
+    wipe_free(why_raw);
     /* Messages quote servers, file contents and arguments: every control
      * byte is escaped (escape.c), which also keeps a message on one line
      * for scripts that read stderr line by line. */
     fprintf(stderr, "redlock: %s%s: %s\n", prefix,
-            cli_escape(what_buf, safe_what, sizeof(safe_what)),
-            cli_escape(why, safe_why, sizeof(safe_why)));
+            cli_escape(what_buf ? what_buf : "error", safe_what, sizeof(safe_what)),
+            cli_escape(why ? why : "out of memory", safe_why, sizeof(safe_why)));
+    wipe_free(what_buf);
+    wipe_free(why);
 }
 
 void cli_error(const char *what, const char *fmt, ...)

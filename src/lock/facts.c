@@ -51,26 +51,43 @@ static char *find_scheme_end(char *p, const char *end)
     return NULL;
 }
 
+/* The last '@' in [p, end), or NULL. */
+static char *find_last_at(char *p, const char *end)
+{
+    char *at = NULL;
+
+    for (; p < end; p++)
+        if (*p == '@')
+            at = p;
+    return at;
+}
+
 /*
  * Masks the password of every "scheme://user:password@" in [s, s + n)
  * with '*', in place: a command line often carries a node URI, and the
  * facts are readable by anyone who can read the lock's keys. As the URI
  * parser reads it, the user info ends at the last '@' (a password may hold
- * a raw '@', '/', '#', '?' or a space), here the last one before the next
- * URI or the end: more than the password is masked when a later word has
- * an '@', never less.
+ * a raw '@', '/', '#', '?', a space or even "://"), here the last one
+ * before the next URI with an '@', or the end: more than the password is
+ * masked when a later word has an '@', never less.
  */
 static void mask_passwords(char *s, size_t n)
 {
-    char *end = s + n, *p = find_scheme_end(s, end), *next, *colon, *at, *q;
+    char *end = s + n, *p = find_scheme_end(s, end), *next, *colon, *at;
 
     for (; p; p = next) {
         p += 3;
         next = find_scheme_end(p, end);
-        at = NULL;
-        for (q = p; q < (next ? next : end); q++)
-            if (*q == '@')
-                at = q;
+        at = find_last_at(p, next ? next : end);
+        /* No '@' before the next "://": that one may be inside the
+         * password ("redis://app:x://y@db"), so the user info may end
+         * after it. */
+        while (!at && next) {
+            char *from = next + 3;
+
+            next = find_scheme_end(from, end);
+            at = find_last_at(from, next ? next : end);
+        }
         if (!at)
             continue;
         colon = memchr(p, ':', (size_t)(at - p));

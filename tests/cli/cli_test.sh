@@ -752,6 +752,12 @@ case_auth() {
   expect_rc 0 "--nodes with user info over \$REDLOCK_PASSWORD"
   REDLOCK_NODES=$good run --config "$WORK/auth.conf" exec au -- true
   expect_rc 0 "\$REDLOCK_NODES with user info over the file's password_file"
+  # A password the node URIs beat is not even read: a password_file
+  # missing on this host is no error then.
+  printf 'user = alice\npassword_file = %s\n' "$WORK/missing.pw" >"$WORK/missing.conf"
+  run --config "$WORK/missing.conf" --nodes "$good" exec au -- true
+  expect_rc 0 "--nodes with user info over a missing password_file"
+  grep -q missing.pw "$WORK/err" && fail "the unused password_file was looked at: $(cat "$WORK/err")"
   REDLOCK_NODES=$bad run --config /dev/null --password-file "$WORK/right.pw" exec au -- true
   expect_rc 0 "--password-file over \$REDLOCK_NODES' password"
   printf 'password_file = %s\n' "$WORK/right.pw" >"$WORK/right.conf"
@@ -987,6 +993,13 @@ case_secret_warn() {
   expect_rc 64 "a stray URI after the lock name"
   grep -q hunter2 "$WORK/err" && fail "the error quotes the password: $(cat "$WORK/err")"
   grep -q 'redis://:\*\*\*\*\*\*\*@b:2' "$WORK/err" || fail "no masked URI: $(cat "$WORK/err")"
+  # A password longer than the message is cut to: masked before the cut.
+  local long_pw
+  long_pw=$(printf 'hunter3%.0s' $(seq 1 200))
+  run -n "$REDLOCK_NODES" status sw "redis://:$long_pw@b:2"
+  expect_rc 64 "a stray URI with a 1 400-byte password"
+  grep -q hunter3 "$WORK/err" && fail "the error quotes the long password: $(head -c 300 "$WORK/err")"
+  grep -q 'redis://:\*\*\*\*' "$WORK/err" || fail "no masked long URI: $(head -c 300 "$WORK/err")"
   note "a stray URI in the arguments: quoted with its password masked"
 
   openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -days 1 \

@@ -186,12 +186,12 @@ START_TEST(command_cannot_forge)
      * '#', '?', '@' (the user info ends at the last '@'). */
     l = lock_with(c, "secret2", 1,
                   "t redis://app:pa/ss@db1 redis://app:se#cret@db2 redis://app:q?x@db3 "
-                  "redis://:p@ss/word@h",
+                  "redis://:p@ss/word@h redis://app:x://y@db4",
                   name, sizeof(name));
     ck_assert_int_eq(redlock_try_lock_for(l, 2000, 5000), REDLOCK_OK);
     assert_facts(c, l,
                  "t redis://app:*****@db1 redis://app:*******@db2 redis://app:***@db3 "
-                 "redis://:*********@h");
+                 "redis://:*********@h redis://app:*****@db4");
     ck_assert_int_eq(redlock_unlock(l), REDLOCK_OK);
     redlock_lock_free(l);
 

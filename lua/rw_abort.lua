@@ -10,7 +10,9 @@
 -- ARGV[2]  lease in ms: how long the mark stays
 -- ARGV[3]  holder field (":write" appended for a write hold)
 --
--- Returns 0 nothing to undo (or a replay), 1 the grant was undone.
+-- Returns 0 nothing to undo (or a replay), 1 the grant was undone. An
+-- undone write grant that leaves the same owner's read holds turns the
+-- lock to read mode and publishes on KEYS[2], as rw_release.lua does.
 if not redis.call('set', KEYS[3], 'x', 'nx', 'px', ARGV[2]) then return 0 end
 local field = ARGV[3]
 local genf = field .. ':gen'
@@ -35,7 +37,12 @@ redis.call('hdel', KEYS[1], field, genf)
 for _, f in ipairs(redis.call('hkeys', KEYS[1])) do
     if f ~= 'mode' and string.sub(f, -4) ~= ':gen' then
         if h[3] == 'write' and not writing then return 1 end
-        if writing then redis.call('hset', KEYS[1], 'mode', 'read') end
+        if writing then
+            -- Readers may enter beside the owner's read holds now; the
+            -- waiting ones are told, or they sleep out the write lease.
+            redis.call('hset', KEYS[1], 'mode', 'read')
+            redis.call('publish', KEYS[2], '1')
+        end
         return 1
     end
 end

@@ -482,18 +482,71 @@ START_TEST(test_plain_same_owner_keeps_read_hold)
 }
 END_TEST
 
-/* A writer that also holds a read hold releases its write hold: the lock
- * turns to read mode, and a reader waiting on the write hold must be woken
- * then, not at the end of the write lease. */
-START_TEST(test_downgrade_wakes_waiting_reader)
+/* Runs rw_abort.lua by hand on node i for owner field's write hold there,
+ * as a late abort of the attempt that made it would; returns its reply. */
+static long long abort_write_hold(size_t i, const char *name)
+{
+    static char body[16384];
+    redisContext *ctx = node_conn(i);
+    redisReply *keys, *gen, *r;
+    char field[FIELD_CAP] = "", genf[FIELD_CAP + 8], id[64] = "", latch[160], chan[160],
+         plain[160];
+    FILE *f = fopen(LUA_DIR "/rw_abort.lua", "rb");
+    size_t n, k;
+    long long out;
+
+    ck_assert_ptr_nonnull(f);
+    n = fread(body, 1, sizeof(body) - 1, f);
+    body[n] = '\0';
+    fclose(f);
+    keys = redisCommand(ctx, "HKEYS %s", name);
+    ck_assert_int_eq(keys->type, REDIS_REPLY_ARRAY);
+    for (k = 0; k < keys->elements; k++) {
+        const char *fk = keys->element[k]->str;
+        size_t len = strlen(fk);
+
+        if (len > 6 && strcmp(fk + len - 6, ":write") == 0)
+            snprintf(field, sizeof(field), "%s", fk);
+    }
+    freeReplyObject(keys);
+    ck_assert_msg(field[0], "no write hold on node %zu", i);
+    snprintf(genf, sizeof(genf), "%s:gen", field);
+    gen = redisCommand(ctx, "HGET %s %s", name, genf);
+    ck_assert_int_eq(gen->type, REDIS_REPLY_STRING);
+    /* "<one character><generation>[,<seq>]..." (rw_write_acquire.lua). */
+    snprintf(id, sizeof(id), "%.*s", (int)strcspn(gen->str + 1, ","), gen->str + 1);
+    freeReplyObject(gen);
+    snprintf(latch, sizeof(latch), "redlock_latch:{%s}:%s", name, id);
+    snprintf(chan, sizeof(chan), "redisson_rwlock:{%s}", name);
+    snprintf(plain, sizeof(plain), "redisson_lock__channel:{%s}", name);
+    r = redisCommand(ctx, "EVAL %s 4 %s %s %s %s 0 10000 %s", body, name, chan, latch, plain,
+                     field);
+    ck_assert_msg(r->type == REDIS_REPLY_INTEGER, "rw_abort on node %zu: %s", i,
+                  r->type == REDIS_REPLY_ERROR ? r->str : "not an integer");
+    out = r->integer;
+    freeReplyObject(r);
+    redisFree(ctx);
+    return out;
+}
+
+/* How a write hold ends under the writer's own read hold. */
+typedef enum { BY_RELEASE, BY_ABORT } write_end;
+
+/* A writer that also holds a read hold drops its write hold (its release,
+ * or an abort of the grant that made it): the lock turns to read mode, and
+ * a reader waiting on the write hold must be woken then, not at the end of
+ * the write lease. */
+static void check_downgrade_wakes_reader(write_end how)
 {
     redlock_client *c = client_over(N_NODES);
     char name[64];
+    const char *what = how == BY_RELEASE ? "the write release" : "the abort";
     redlock_lock *w, *wr, *r;
     bg_acquire b;
-    int64_t released_ms;
+    int64_t dropped_ms;
+    size_t i;
 
-    rig_unique_name(name, sizeof(name), "rw", "downgrade");
+    rig_unique_name(name, sizeof(name), "rw", how == BY_RELEASE ? "downgrade" : "abortdown");
     w = handle(c, name, REDLOCK_LOCK_WRITE);
     wr = handle(c, name, REDLOCK_LOCK_READ);
     r = handle(c, name, REDLOCK_LOCK_READ);
@@ -502,23 +555,43 @@ START_TEST(test_downgrade_wakes_waiting_reader)
     bg_start(&b, r, R1, 8000);
     rig_sleep_ms(300); /* R1 is refused and waits */
     ck_assert_int_eq(atomic_load(&b.finished), 0);
-    unlock_ok(w, W1);
-    released_ms = rig_now_ms();
+    if (how == BY_RELEASE)
+        unlock_ok(w, W1);
+    else
+        for (i = 0; i < N_NODES; i++)
+            ck_assert_int_eq(abort_write_hold(i, name), 1);
+    dropped_ms = rig_now_ms();
     pthread_join(b.th, NULL);
     ck_assert_msg(b.rc == REDLOCK_OK, "waiting reader: %s", redlock_err_name(b.rc));
-    fprintf(stderr, "downgrade: reader granted %lld ms after the write release\n",
-            (long long)(b.done_us / 1000 - released_ms));
-    /* Woken by the release, not by a retry near the write lease's end. */
-    ck_assert_msg(b.done_us / 1000 - released_ms < 1000,
-                  "the reader was granted %lld ms after the write release",
-                  (long long)(b.done_us / 1000 - released_ms));
+    fprintf(stderr, "downgrade: reader granted %lld ms after %s\n",
+            (long long)(b.done_us / 1000 - dropped_ms), what);
+    /* Woken by the release message, not by a retry near the lease's end. */
+    ck_assert_msg(b.done_us / 1000 - dropped_ms < 1000, "the reader was granted %lld ms after %s",
+                  (long long)(b.done_us / 1000 - dropped_ms), what);
     unlock_ok(r, R1);
     unlock_ok(wr, W1);
+    /* An aborted write hold was undone under the handle: not held. */
+    if (how == BY_ABORT)
+        ck_assert_int_ne(redlock_unlock_as(w, W1), REDLOCK_OK);
     ck_assert_int_ge(wait_all_gone(N_NODES, name, 3000), 0);
     redlock_lock_free(w);
     redlock_lock_free(wr);
     redlock_lock_free(r);
     redlock_client_free(c);
+}
+
+START_TEST(test_downgrade_wakes_waiting_reader)
+{
+    check_downgrade_wakes_reader(BY_RELEASE);
+}
+END_TEST
+
+/* The same when a write grant is undone (rw_abort.lua): a late abort of the
+ * write attempt, landing after the owner took a read hold under the grant,
+ * here run by hand. */
+START_TEST(test_abort_downgrade_wakes_waiting_reader)
+{
+    check_downgrade_wakes_reader(BY_ABORT);
 }
 END_TEST
 
@@ -802,6 +875,7 @@ int main(void)
     RIG_ADD_CASE(s, test_plain_and_rw_exclude, 60);
     RIG_ADD_CASE(s, test_plain_same_owner_keeps_read_hold, 60);
     RIG_ADD_CASE(s, test_downgrade_wakes_waiting_reader, 60);
+    RIG_ADD_CASE(s, test_abort_downgrade_wakes_waiting_reader, 60);
     RIG_ADD_CASE(s, test_write_renewal_keeps_longer_read_hold, 60);
     RIG_ADD_CASE(s, test_lapsed_read_hold_is_not_renewed, 60);
     RIG_ADD_CASE(s, test_vanished_read_hold_restored_beside_other_reader, 60);

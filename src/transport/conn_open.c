@@ -148,8 +148,10 @@ static int open_unix(redlock__conn *c)
     c->fd = fd;
     if (tune_socket(fd, 0) < 0)
         return redlock__conn_fail(c, REDLOCK_ECONNECT, "fcntl: %s", strerror(errno));
-    if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0 || errno == EINPROGRESS ||
-        errno == EAGAIN) {
+    /* EAGAIN from a unix socket's connect is a refusal (the listener's
+     * queue is full), not a connect in progress: nothing would complete
+     * it, and polling it would report it writable at once, for ever. */
+    if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0 || errno == EINPROGRESS) {
         c->state = REDLOCK__CONN_CONNECTING;
         return REDLOCK_OK;
     }

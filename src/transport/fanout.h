@@ -28,6 +28,10 @@ int redlock__linger_fn(void *ud, size_t batch, size_t call, int err, const char 
 /* A NOSCRIPT error reply: the node lost its script cache. */
 int redlock__is_noscript(const struct redisReply *r);
 
+/* Whether a batch started at `started` lets its connection's set-up take
+ * the connect timeout (see redlock__batch_deadline). */
+int redlock__batch_allows_setup(const redlock__batch *b, int64_t started);
+
 /* A batch's deadline for this attempt: while its connection is still
  * being set up it gets the connect timeout instead (see net.c). */
 int64_t redlock__batch_deadline(const redlock__batch *b, int conn_setting_up,

@@ -356,7 +356,8 @@ int redlock__fanout_mux(redlock__mux *m, const redlock__batch *batches, size_t n
                 if (!s->done && !stop) {
                     int unanswered = pending(s) > 0 && !s->err;
 
-                    redlock__conn_connect_given_up(&s->mn->conn);
+                    if (redlock__batch_allows_setup(s->batch, s->started))
+                        redlock__conn_connect_given_up(&s->mn->conn);
                     stop |= fail_slot(m, s, i, REDLOCK_ETIMEOUT, "no reply before the deadline",
                                       fn, ud);
                     let_go(m, s, 0, unanswered);

@@ -196,15 +196,20 @@ static int start_slot(slot *s, size_t bi, redlock__reply_fn fn, void *ud,
  * request deadline applies. The script preloads do not count as set-up:
  * they cost the server well under a millisecond, and a node that accepts
  * and never answers must still fail within the request deadline. */
+int redlock__batch_allows_setup(const redlock__batch *b, int64_t started)
+{
+    /* A batch the caller does not wait for at all (a call to a silent
+     * node) gets no set-up allowance either: a node whose handshake stalls
+     * must not cost a second connect timeout. */
+    return b->deadline_ns > started && !b->strict;
+}
+
 int64_t redlock__batch_deadline(const redlock__batch *b, int conn_setting_up,
                                 int64_t started, int connect_timeout_ms)
 {
     int64_t d = b->deadline_ns;
 
-    /* A batch the caller does not wait for at all (a call to a silent
-     * node) gets no set-up allowance either: a node whose handshake stalls
-     * must not cost a second connect timeout. */
-    if (d <= started || b->strict)
+    if (!redlock__batch_allows_setup(b, started))
         return d;
     if (conn_setting_up) {
         int64_t c = started + (int64_t)connect_timeout_ms * REDLOCK__NS_PER_MS;
@@ -302,7 +307,10 @@ int redlock__fanout_conns(redlock__conn *conns, const redlock__batch *batches,
                 continue;
             d = slot_deadline(s, connect_timeout_ms);
             if (now >= d) {
-                redlock__conn_connect_given_up(s->conn);
+                /* Only a connect that had its whole allowance says
+                 * anything about its address. */
+                if (redlock__batch_allows_setup(s->batch, s->started))
+                    redlock__conn_connect_given_up(s->conn);
                 stop |= fail_slot(s, i, REDLOCK_ETIMEOUT, "no reply before the deadline",
                                   fn, ud, failures);
                 continue;

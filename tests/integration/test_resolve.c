@@ -11,10 +11,12 @@
  * connect), then 127.0.0.1 on the port asked for.
  */
 #include <check.h>
+#include <errno.h>
 #include <dlfcn.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
+#include <sys/un.h>
 #include <unistd.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -228,6 +230,59 @@ START_TEST(test_next_address_after_silent_connect)
 }
 END_TEST
 
+/* A unix socket whose listener's queue is full refuses a non-blocking
+ * connect with EAGAIN: that is a refusal, reported at once. Taken for a
+ * connect in progress it was polled (writable at once, for ever) until
+ * the connect timeout. */
+START_TEST(test_unix_queue_full_fails_at_once)
+{
+    char path[64], uri_buf[96];
+    const char *uri = uri_buf;
+    struct sockaddr_un sa;
+    redlock_member_report rep;
+    redlock_client *c = NULL;
+    redlock_lock *l;
+    int listener = socket(AF_UNIX, SOCK_STREAM, 0), fillers[8], n = 0, rc;
+    int64_t t0, took;
+
+    snprintf(path, sizeof(path), "/tmp/redlock-full-%d.sock", (int)getpid());
+    unlink(path);
+    memset(&sa, 0, sizeof(sa));
+    sa.sun_family = AF_UNIX;
+    snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", path);
+    ck_assert_int_eq(bind(listener, (struct sockaddr *)&sa, sizeof(sa)), 0);
+    ck_assert_int_eq(listen(listener, 0), 0);
+    /* Fill the queue: connects go in until one is refused with EAGAIN. */
+    for (; n < 8; n++) {
+        fillers[n] = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK, 0);
+        if (connect(fillers[n], (struct sockaddr *)&sa, sizeof(sa)) != 0) {
+            ck_assert_int_eq(errno, EAGAIN);
+            close(fillers[n]);
+            break;
+        }
+    }
+    ck_assert_int_lt(n, 8);
+    snprintf(uri_buf, sizeof(uri_buf), "unix://%s", path);
+    ck_assert_int_eq(redlock_client_new(&c, &uri, 1, NULL), REDLOCK_OK);
+    ck_assert_int_eq(redlock_lock_new(c, "resolve:unixfull", NULL, &l), REDLOCK_OK);
+    t0 = rig_now_ms();
+    rc = redlock_try_lock_for(l, 0, 10000);
+    took = rig_now_ms() - t0;
+    ck_assert_int_eq(redlock_lock_report(l, 0, &rep), REDLOCK_OK);
+    fprintf(stderr, "unix queue full: %s after %lld ms: %s\n", redlock_err_name(rc),
+            (long long)took, rep.message);
+    ck_assert_int_eq(rc, REDLOCK_ENO_QUORUM);
+    ck_assert_msg(took < 500, "a refused unix connect took %lld ms", (long long)took);
+    ck_assert_msg(strstr(rep.message, "connect") != NULL, "report: '%s'", rep.message);
+    redlock_lock_free(l);
+    redlock_client_free(c);
+    while (n-- > 0)
+        close(fillers[n]);
+    close(listener);
+    unlink(path);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("resolve");
@@ -240,6 +295,7 @@ int main(void)
     tcase_add_test(tc, test_unresolvable_name_fails_fast);
     tcase_add_test(tc, test_next_address_after_async_refusal);
     tcase_add_test(tc, test_next_address_after_silent_connect);
+    tcase_add_test(tc, test_unix_queue_full_fails_at_once);
     suite_add_tcase(s, tc);
     sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);

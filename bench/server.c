@@ -13,13 +13,19 @@
  *   - server_threads: 16 threads on 16 names at N = 5, the library over
  *     one shared client against 16 floor threads with their own sockets,
  *     in alternating chunks: cycles/s.
+ *   - server_threads_pipelined (only with --pipelined): the same threads
+ *     over shared pipelined connections, two ways (pipelined.h): the
+ *     Redisson floor over one connection per node (leader/follower), and
+ *     the library's calls relayed to one thread driving a loop-driven
+ *     client; in the same alternating rounds, against the same floor.
  *
  * Targets (issue "A lean per-node protocol"): library server time per
  * cycle <= 1.25x the floor's; uncontended cycles/s >= 1.0x the floor's at
  * N = 1 and N = 5; 16 threads on 16 names >= 1.0x.
  *
  * Options: --cycles C (default 20000), --rounds R (C / 500), --threads T
- * (16), --seconds S per threaded chunk (0.5), --thread-rounds R (4).
+ * (16), --seconds S per threaded chunk (0.5), --thread-rounds R (4),
+ * --pipelined, --threads-only (skip server_cost).
  *
  * Many short chunks, not a few long ones: at N = 1 the ratio of two
  * single-threaded loops on a 2-core box moves with where the scheduler
@@ -36,6 +42,7 @@
 
 #include "common.h"
 #include "raw.h"
+#include "pipelined.h"
 #include "redisson.h"
 
 const char *bench_name = "server";
@@ -186,11 +193,16 @@ static void cost(const bench_args *a, probe *p, size_t n, long cycles, long roun
 
 /* ---- 16 threads on 16 names ------------------------------------------- */
 
+/* Who runs a thread's cycles. */
+typedef enum mode { FLOOR, LIBRARY, SHARED_FLOOR, RELAY } mode;
+
 typedef struct worker {
     pthread_t th;
     const bench_args *a;
-    redlock_client *c;      /* library mode: shared */
-    int library;
+    redlock_client *c;      /* LIBRARY: shared */
+    shared_floor *shared;   /* SHARED_FLOOR */
+    relay *relay;           /* RELAY */
+    mode mode;
     int index;
     int64_t until_ns;
     long cycles;
@@ -201,9 +213,26 @@ static void *work(void *arg)
     worker *w = arg;
     char name[96];
 
-    snprintf(name, sizeof(name), "bench:server:t%d:%d:%d", w->library, (int)getpid(),
+    snprintf(name, sizeof(name), "bench:server:t%d:%d:%d", (int)w->mode, (int)getpid(),
              w->index);
-    if (w->library) {
+    if (w->mode == SHARED_FLOOR) {
+        while (bench_now_ns() < w->until_ns) {
+            shared_floor_cycle(w->shared, name);
+            w->cycles++;
+        }
+    } else if (w->mode == RELAY) {
+        redlock_lock *l = relay_lock_new(w->relay, name);
+        uint64_t owner = (uint64_t)w->index + 1;
+
+        while (bench_now_ns() < w->until_ns) {
+            /* Counted, not fatal, as for the library's threads. */
+            if (relay_try_lock(w->relay, l, owner, LEASE_MS) != REDLOCK_OK)
+                continue;
+            bench_check(relay_unlock(w->relay, l, owner), "unlock (relayed)");
+            w->cycles++;
+        }
+        relay_lock_free(w->relay, l);
+    } else if (w->mode == LIBRARY) {
         redlock_lock *l;
 
         bench_check(redlock_lock_new(w->c, name, NULL, &l), "lock_new");
@@ -245,8 +274,18 @@ static void cpu_now(probe *p, double *client_s, double *server_s)
         *server_s += bench_server_cpu_s(&p->conns[i]);
 }
 
-static long run_threads(const bench_args *a, probe *p, redlock_client *c, int library,
-                        int threads, double seconds, int64_t *wall_ns, cpu_split *cpu)
+/* What a mode's threads share, and what they added up to. */
+typedef struct side {
+    mode mode;
+    redlock_client *c;
+    shared_floor *shared;
+    relay *relay;
+    long cycles;
+    int64_t wall_ns;
+    cpu_split cpu;
+} side;
+
+static long run_threads(const bench_args *a, probe *p, side *sd, int threads, double seconds)
 {
     worker *w = calloc((size_t)threads, sizeof(*w));
     double c0, s0, c1, s1;
@@ -259,7 +298,8 @@ static long run_threads(const bench_args *a, probe *p, redlock_client *c, int li
     if (!w)
         bench_die("out of memory");
     for (i = 0; i < threads; i++) {
-        w[i] = (worker){.a = a, .c = c, .library = library, .index = i,
+        w[i] = (worker){.a = a, .c = sd->c, .shared = sd->shared, .relay = sd->relay,
+                        .mode = sd->mode, .index = i,
                         .until_ns = t0 + (int64_t)(seconds * 1e9)};
         if (pthread_create(&w[i].th, NULL, work, &w[i]) != 0)
             bench_die("pthread_create");
@@ -268,10 +308,11 @@ static long run_threads(const bench_args *a, probe *p, redlock_client *c, int li
         pthread_join(w[i].th, NULL);
         total += w[i].cycles;
     }
-    *wall_ns += bench_now_ns() - t0;
+    sd->wall_ns += bench_now_ns() - t0;
     cpu_now(p, &c1, &s1);
-    cpu->client_s += c1 - c0;
-    cpu->server_s += s1 - s0;
+    sd->cpu.client_s += c1 - c0;
+    sd->cpu.server_s += s1 - s0;
+    sd->cycles += total;
     free(w);
     return total;
 }
@@ -282,46 +323,87 @@ static void put_cpu(bench_json *j, const cpu_split *cpu, long cycles)
     bench_json_num(j, "server_process_cpu_us_per_cycle", cpu->server_s * 1e6 / (double)cycles);
 }
 
-static void threads16(const bench_args *a, probe *p, int threads, double seconds, long rounds)
+static double ops_per_s(const side *sd)
+{
+    return (double)sd->cycles / ((double)sd->wall_ns / 1e9);
+}
+
+static void put_side(bench_json *j, const char *key, const char *name, const side *sd)
+{
+    bench_json_obj(j, key);
+    bench_json_str(j, "name", name);
+    bench_json_num(j, "ops_per_s", ops_per_s(sd));
+    put_cpu(j, &sd->cpu, sd->cycles);
+    bench_json_end_obj(j);
+}
+
+static void put_params(bench_json *j, int threads, double seconds, long rounds)
+{
+    bench_json_obj(j, "params");
+    bench_json_int(j, "nodes", 5);
+    bench_json_int(j, "threads", threads);
+    bench_json_int(j, "names", threads);
+    bench_json_num(j, "seconds", seconds * (double)rounds);
+    bench_json_end_obj(j);
+}
+
+static void threads16(const bench_args *a, probe *p, int threads, double seconds, long rounds,
+                      int pipelined)
 {
     redlock_options o = {0};
-    redlock_client *c;
-    cpu_split lib_cpu = {0, 0}, flo_cpu = {0, 0};
-    int64_t lib_ns = 0, flo_ns = 0;
-    long lib = 0, flo = 0, r;
+    side flo = {.mode = FLOOR}, lib = {.mode = LIBRARY}, shared = {.mode = SHARED_FLOOR},
+         relayed = {.mode = RELAY};
     double ratio;
+    long r;
     bench_json j;
 
     /* The floor waits for every reply however long it takes; so does the
      * library here (the default 50 ms node timeout is for production
      * latencies, not for 16 threads and 5 servers on 2 cores). */
     o.node_timeout_ms = 2000;
-    c = bench_client(a, 5, &o);
-    for (r = 0; r < rounds; r++) {
-        flo += run_threads(a, p, NULL, 0, threads, seconds, &flo_ns, &flo_cpu);
-        lib += run_threads(a, p, c, 1, threads, seconds, &lib_ns, &lib_cpu);
+    lib.c = bench_client(a, 5, &o);
+    if (pipelined) {
+        shared.shared = shared_floor_new(a, 5, LEASE_MS);
+        relayed.relay = relay_new(a, 5, o.node_timeout_ms);
     }
-    redlock_client_free(c);
-    ratio = ((double)lib / lib_ns) / ((double)flo / flo_ns);
+    for (r = 0; r < rounds; r++) {
+        run_threads(a, p, &flo, threads, seconds);
+        run_threads(a, p, &lib, threads, seconds);
+        if (pipelined) {
+            run_threads(a, p, &shared, threads, seconds);
+            run_threads(a, p, &relayed, threads, seconds);
+        }
+    }
+    redlock_client_free(lib.c);
+    ratio = ops_per_s(&lib) / ops_per_s(&flo);
     bench_json_begin(&j, "server_threads");
-    bench_json_obj(&j, "params");
-    bench_json_int(&j, "nodes", 5);
-    bench_json_int(&j, "threads", threads);
-    bench_json_int(&j, "names", threads);
-    bench_json_num(&j, "seconds", seconds * (double)rounds);
-    bench_json_end_obj(&j);
-    bench_json_num(&j, "ops_per_s", (double)lib / ((double)lib_ns / 1e9));
-    put_cpu(&j, &lib_cpu, lib);
-    bench_json_obj(&j, "baseline");
-    bench_json_str(&j, "name", "Redisson floor, one thread and socket set per name, same run");
-    bench_json_num(&j, "ops_per_s", (double)flo / ((double)flo_ns / 1e9));
-    put_cpu(&j, &flo_cpu, flo);
-    bench_json_end_obj(&j);
+    put_params(&j, threads, seconds, rounds);
+    bench_json_num(&j, "ops_per_s", ops_per_s(&lib));
+    put_cpu(&j, &lib.cpu, lib.cycles);
+    put_side(&j, "baseline", "Redisson floor, one thread and socket set per name, same run", &flo);
     bench_json_obj(&j, "ratio");
     bench_json_num(&j, "ops_library_over_floor", ratio);
     bench_json_end_obj(&j);
     bench_json_target(&j, "floor ops/s / library ops/s, shared client (<= 1 means library >= floor)",
                       1.0 / ratio, 1.0);
+    bench_json_print(&j);
+    if (!pipelined)
+        return;
+    shared_floor_free(shared.shared);
+    relay_free(relayed.relay);
+    bench_json_begin(&j, "server_threads_pipelined");
+    put_params(&j, threads, seconds, rounds);
+    put_side(&j, "shared_floor", "Redisson floor, one connection per node shared by every thread",
+             &shared);
+    put_side(&j, "relayed_library", "the library's calls relayed to one loop-driven client",
+             &relayed);
+    put_side(&j, "library", "the library, blocking calls on a shared client", &lib);
+    put_side(&j, "baseline", "Redisson floor, one thread and socket set per name, same run", &flo);
+    bench_json_obj(&j, "ratio");
+    bench_json_num(&j, "shared_floor_over_floor", ops_per_s(&shared) / ops_per_s(&flo));
+    bench_json_num(&j, "relayed_library_over_floor", ops_per_s(&relayed) / ops_per_s(&flo));
+    bench_json_num(&j, "library_over_floor", ratio);
+    bench_json_end_obj(&j);
     bench_json_print(&j);
 }
 
@@ -331,9 +413,14 @@ int main(int argc, char **argv)
     probe p;
     long cycles, rounds, threads, thread_rounds;
     double seconds;
+    int pipelined = 0, threads_only = 0;
     size_t i;
 
     bench_parse_args(&a, argc, argv);
+    for (i = 1; i < (size_t)argc; i++) {
+        pipelined |= strcmp(argv[i], "--pipelined") == 0;
+        threads_only |= strcmp(argv[i], "--threads-only") == 0;
+    }
     cycles = bench_opt_long(argc, argv, "--cycles", bench_scaled(&a, 20000, 1000));
     rounds = bench_opt_long(argc, argv, "--rounds", cycles / 500 > 2 ? cycles / 500 : 2);
     threads = bench_opt_long(argc, argv, "--threads", 16);
@@ -348,9 +435,11 @@ int main(int argc, char **argv)
     p.n = 5;
     for (i = 0; i < p.n; i++)
         raw_connect(&p.conns[i], a.hosts[i], a.ports[i], a.user, a.pass);
-    cost(&a, &p, 1, cycles, rounds);
-    cost(&a, &p, 5, cycles, rounds);
-    threads16(&a, &p, (int)threads, seconds, thread_rounds);
+    if (!threads_only) {
+        cost(&a, &p, 1, cycles, rounds);
+        cost(&a, &p, 5, cycles, rounds);
+    }
+    threads16(&a, &p, (int)threads, seconds, thread_rounds, pipelined);
     for (i = 0; i < p.n; i++)
         raw_close(&p.conns[i]);
     return 0;

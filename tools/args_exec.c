@@ -37,7 +37,7 @@ enum {
 /* Durations fit the clock in nanoseconds (centuries). */
 #define MAX_MS (INT64_MAX / 1000000)
 
-/* A number of permits: 1..INT32_MAX (the library's limit is an int). */
+/* A number of permits: 1..REDLOCK_SEMAPHORE_MAX_LIMIT. */
 static int parse_permits(const char *what, const char *v, int *out)
 {
     char *end;
@@ -45,8 +45,10 @@ static int parse_permits(const char *what, const char *v, int *out)
 
     errno = 0;
     k = strtoll(v, &end, 10);
-    if (!*v || *end || *v < '0' || *v > '9' || errno || k < 1 || k > INT32_MAX) {
-        cli_error(what, "'%s' is not a number of permits (1..%d)", v, INT32_MAX);
+    if (!*v || *end || *v < '0' || *v > '9' || errno || k < 1 ||
+        k > REDLOCK_SEMAPHORE_MAX_LIMIT) {
+        cli_error(what, "'%s' is not a number of permits (1..%d)", v,
+                  REDLOCK_SEMAPHORE_MAX_LIMIT);
         return CLI_EX_USAGE;
     }
     *out = (int)k;

@@ -804,8 +804,14 @@ REDLOCK_EXTERN int redlock_lock_holder_facts(redlock_lock *lock, size_t member,
 typedef struct redlock_semaphore redlock_semaphore;
 typedef struct redlock_permit redlock_permit;
 
+/* The most permits a semaphore may have: each taken permit is an entry
+ * that a node's scripts walk on every acquire and renewal, and a larger
+ * set would hold a node up for many milliseconds per call. */
+#define REDLOCK_SEMAPHORE_MAX_LIMIT 10000
+
 /*
- * A semaphore of `limit` permits named `name` on every node of the client.
+ * A semaphore of `limit` permits (1..REDLOCK_SEMAPHORE_MAX_LIMIT) named
+ * `name` on every node of the client.
  * The count is written on a node by the first acquire that finds none
  * there (limit minus the permits still taken) and kept afterwards, as
  * Redisson's trySetPermits: every client of one name must use the same
@@ -847,9 +853,15 @@ REDLOCK_EXTERN int redlock_semaphore_acquire(redlock_semaphore *sem, int permits
                                              redlock_permit **out) REDLOCK_WARN_UNUSED;
 /*
  * Gives the permit's permits back on every node and frees the permit,
- * whatever the result. Returns as redlock_unlock(): REDLOCK_OK once a
- * quorum confirmed (the rest continues in the background), REDLOCK_ELOST
- * when its lease had ended, REDLOCK_EINVAL for NULL.
+ * whatever the result. Waits and returns as redlock_unlock_as() does for a
+ * last hold: REDLOCK_OK means the permit handle holds nothing any more and
+ * at least one member confirmed (normally a quorum, within the node
+ * timeout); members that had not answered get their release in the
+ * background, so their permits return a little later (or at the lease's
+ * end if those nodes stay unreachable). REDLOCK_ELOST when its lease had
+ * ended (or a quorum no longer had it), REDLOCK_ENO_QUORUM when no member
+ * that held it answered in time (the release goes on in the background),
+ * REDLOCK_EINVAL for NULL.
  */
 REDLOCK_EXTERN int redlock_semaphore_release(redlock_permit *permit);
 /* The permit's id on the nodes ("<client-id>:<owner>"): each permit

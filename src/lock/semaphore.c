@@ -68,6 +68,9 @@ int redlock_semaphore_new(redlock_client *c, const char *name, int limit,
     if (limit < 1)
         return redlock__fail(REDLOCK_EINVAL, "a semaphore needs at least 1 permit, not %d",
                              limit);
+    if (limit > REDLOCK_SEMAPHORE_MAX_LIMIT)
+        return redlock__fail(REDLOCK_EINVAL, "a semaphore has at most %d permits, not %d",
+                             REDLOCK_SEMAPHORE_MAX_LIMIT, limit);
     if (opts && opts->kind != 0)
         return redlock__fail(REDLOCK_EINVAL, "a semaphore's options take no kind");
     if (opts && opts->quorum > 0 && c->n_nodes > 1 &&

@@ -455,6 +455,15 @@ START_TEST(test_invalid_input)
     assert_einval(redlock_semaphore_new(c, name, 0, NULL, &bad), "limit 0");
     ck_assert_ptr_null(bad);
     assert_einval(redlock_semaphore_new(c, name, -2, NULL, &bad), "limit -2");
+    /* Each permit is an entry the scripts walk: a huge limit would stall
+     * a node on every call. */
+    assert_einval(redlock_semaphore_new(c, name, REDLOCK_SEMAPHORE_MAX_LIMIT + 1, NULL, &bad),
+                  "limit over the maximum");
+    assert_einval(redlock_semaphore_new(c, name, INT32_MAX, NULL, &bad), "limit INT32_MAX");
+    ck_assert_int_eq(redlock_semaphore_new(c, name, REDLOCK_SEMAPHORE_MAX_LIMIT, NULL, &bad),
+                     REDLOCK_OK);
+    redlock_semaphore_free(bad);
+    bad = NULL;
     assert_einval(redlock_semaphore_new(NULL, name, 2, NULL, &bad), "NULL client");
     assert_einval(redlock_semaphore_new(c, NULL, 2, NULL, &bad), "NULL name");
     assert_einval(redlock_semaphore_new(c, "", 2, NULL, &bad), "empty name");

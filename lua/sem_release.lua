@@ -15,15 +15,21 @@
 -- ARGV[6]  permits per grant, P
 --
 -- Returns 1 permits returned (count raised, waiters woken), nil none of
--- the field's were there (cancel marks then set for ARGV[5], so an acquire
--- still on its way cannot grant after this release, as release.lua does).
+-- the field's were there. Every listed generation with no permit here gets
+-- its cancel mark, so an acquire still on its way cannot grant after this
+-- release (as release.lua does): also when another generation of the same
+-- handle was found, as after a watchdog re-grant.
 local p = tonumber(ARGV[6])
 local removed = 0
+local prefix = string.sub(KEYS[3], 1, -33)
 if ARGV[5] ~= '' then
     for id in string.gmatch(ARGV[5], '[^,]+') do
+        local found = 0
         for i = 1, p do
-            removed = removed + redis.call('zrem', KEYS[4], ARGV[3] .. ':' .. id .. ':' .. i)
+            found = found + redis.call('zrem', KEYS[4], ARGV[3] .. ':' .. id .. ':' .. i)
         end
+        if found == 0 then redis.call('set', prefix .. id, 'x', 'nx', 'px', ARGV[2]) end
+        removed = removed + found
     end
 else
     local cursor = '0'
@@ -36,13 +42,7 @@ else
         if cursor == '0' then break end
     end
 end
-if removed == 0 then
-    local prefix = string.sub(KEYS[3], 1, -33)
-    for id in string.gmatch(ARGV[5], '[^,]+') do
-        redis.call('set', prefix .. id, 'x', 'nx', 'px', ARGV[2])
-    end
-    return nil
-end
+if removed == 0 then return nil end
 if redis.call('exists', KEYS[1]) == 1 then
     redis.call('publish', KEYS[2], redis.call('incrby', KEYS[1], removed))
 end

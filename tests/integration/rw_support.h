@@ -106,6 +106,11 @@ const char *cli(size_t node, const char *fmt, ...) __attribute__((format(printf,
 /* A hiredis connection of its own to plain node i. */
 redisContext *node_conn(size_t i);
 
+/* Runs lua/<file> (as the library embeds it) by EVAL on plain node i with
+ * nkeys keys then the other arguments of argv (argc in all); returns the
+ * reply, which the caller frees with freeReplyObject(). */
+redisReply *eval_file(size_t i, const char *file, int nkeys, int argc, const char *const *argv);
+
 /* Node 0's view: available count, live permits, and holders (listed). */
 redlock_semaphore_state inspect0(redlock_semaphore *s, redlock_permit_info *h, size_t cap);
 

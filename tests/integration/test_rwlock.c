@@ -482,30 +482,24 @@ START_TEST(test_plain_same_owner_keeps_read_hold)
 }
 END_TEST
 
-/* Runs rw_abort.lua by hand on node i for owner field's write hold there,
- * as a late abort of the attempt that made it would; returns its reply. */
+/* Runs rw_abort.lua by hand on node i for the write hold there, as a
+ * late abort of the attempt that made it would; returns its reply. */
 static long long abort_write_hold(size_t i, const char *name)
 {
-    static char body[16384];
     redisContext *ctx = node_conn(i);
     redisReply *keys, *gen, *r;
     char field[FIELD_CAP] = "", genf[FIELD_CAP + 8], id[64] = "", latch[160], chan[160],
          plain[160];
-    FILE *f = fopen(LUA_DIR "/rw_abort.lua", "rb");
     size_t n, k;
     long long out;
 
-    ck_assert_ptr_nonnull(f);
-    n = fread(body, 1, sizeof(body) - 1, f);
-    body[n] = '\0';
-    fclose(f);
     keys = redisCommand(ctx, "HKEYS %s", name);
     ck_assert_int_eq(keys->type, REDIS_REPLY_ARRAY);
     for (k = 0; k < keys->elements; k++) {
         const char *fk = keys->element[k]->str;
-        size_t len = strlen(fk);
 
-        if (len > 6 && strcmp(fk + len - 6, ":write") == 0)
+        n = strlen(fk);
+        if (n > 6 && strcmp(fk + n - 6, ":write") == 0)
             snprintf(field, sizeof(field), "%s", fk);
     }
     freeReplyObject(keys);
@@ -516,16 +510,16 @@ static long long abort_write_hold(size_t i, const char *name)
     /* "<one character><generation>[,<seq>]..." (rw_write_acquire.lua). */
     snprintf(id, sizeof(id), "%.*s", (int)strcspn(gen->str + 1, ","), gen->str + 1);
     freeReplyObject(gen);
+    redisFree(ctx);
     snprintf(latch, sizeof(latch), "redlock_latch:{%s}:%s", name, id);
     snprintf(chan, sizeof(chan), "redisson_rwlock:{%s}", name);
     snprintf(plain, sizeof(plain), "redisson_lock__channel:{%s}", name);
-    r = redisCommand(ctx, "EVAL %s 4 %s %s %s %s 0 10000 %s", body, name, chan, latch, plain,
-                     field);
+    r = eval_file(i, "rw_abort.lua", 4, 7,
+                  (const char *[]){name, chan, latch, plain, "0", "10000", field});
     ck_assert_msg(r->type == REDIS_REPLY_INTEGER, "rw_abort on node %zu: %s", i,
                   r->type == REDIS_REPLY_ERROR ? r->str : "not an integer");
     out = r->integer;
     freeReplyObject(r);
-    redisFree(ctx);
     return out;
 }
 

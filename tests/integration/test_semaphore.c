@@ -611,6 +611,62 @@ START_TEST(test_failed_quorum_leaves_nothing)
 }
 END_TEST
 
+/* One sem_acquire.lua request (id, K = 2, P = 1, 60 s) by field on node 0;
+ * returns the reply's integer, or 0 for a grant ({0, id}). */
+static long long sem_acquire_by_hand(const char *name, const char *field, const char *id)
+{
+    char latch[160], taken[160], chan[160];
+    redisReply *r;
+    long long out;
+
+    snprintf(latch, sizeof(latch), "redlock_latch:{%s}:%s", name, id);
+    snprintf(taken, sizeof(taken), "{%s}:timeout", name);
+    snprintf(chan, sizeof(chan), "redisson_sc:{%s}", name);
+    r = eval_file(0, "sem_acquire.lua", 4, 10,
+                  (const char *[]){name, latch, taken, chan, "60000", field, id, "1", "1", "2"});
+    ck_assert_msg(r->type == REDIS_REPLY_ARRAY || r->type == REDIS_REPLY_INTEGER,
+                  "sem_acquire: reply type %d", r->type);
+    out = r->type == REDIS_REPLY_ARRAY ? r->element[0]->integer : r->integer;
+    freeReplyObject(r);
+    return out;
+}
+
+/* A release that names two generations of a handle, of which only one
+ * granted here, leaves the cancel mark for the other: that acquire, still
+ * on its way to this node, must not grant after the release (it would
+ * leave a permit nobody holds, taken until its lease ends). The release
+ * used to mark the ids only when it removed nothing at all. */
+START_TEST(test_release_marks_generations_not_found)
+{
+    char name[64], latch[160], taken[160], chan[160];
+    const char *field = "5f0c1d2e-aaaa-bbbb-cccc-000000000001:7";
+    const char *first = "00000000000100000000000000000001";
+    const char *again = "00000000000200000000000000000002";
+    char gens[80];
+    redisReply *r;
+
+    rig_unique_name(name, sizeof(name), "sem", "latemark");
+    /* The watchdog's re-grant (again) landed; the first request has not. */
+    ck_assert_int_eq(sem_acquire_by_hand(name, field, again), 0);
+    snprintf(latch, sizeof(latch), "redlock_latch:{%s}:%s", name,
+             "00000000000300000000000000000003");
+    snprintf(taken, sizeof(taken), "{%s}:timeout", name);
+    snprintf(chan, sizeof(chan), "redisson_sc:{%s}", name);
+    snprintf(gens, sizeof(gens), "%s,%s", first, again);
+    r = eval_file(0, "sem_release.lua", 4, 10,
+                  (const char *[]){name, chan, latch, taken, "0", "60000", field, "1", gens,
+                                   "1"});
+    ck_assert_int_eq(r->type, REDIS_REPLY_INTEGER);
+    ck_assert_int_eq(r->integer, 1);
+    freeReplyObject(r);
+    /* The first request arrives after the release: cancelled. */
+    ck_assert_int_eq(sem_acquire_by_hand(name, field, first), -3);
+    ck_assert_str_eq(cli(0, "ZCARD '{%s}:timeout'", name), "0");
+    ck_assert_str_eq(cli(0, "GET '%s'", name), "2");
+    cli(0, "DEL '%s' '{%s}:timeout'", name, name);
+}
+END_TEST
+
 /* ------------------------------------------------------------------------ */
 
 int main(void)
@@ -625,5 +681,6 @@ int main(void)
     RIG_ADD_CASE(s, test_watchdog_renews_permit, 60);
     RIG_ADD_CASE(s, test_invalid_input, 60);
     RIG_ADD_CASE(s, test_failed_quorum_leaves_nothing, 60);
+    RIG_ADD_CASE(s, test_release_marks_generations_not_found, 60);
     return run_suite(s);
 }

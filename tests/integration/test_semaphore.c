@@ -307,6 +307,34 @@ START_TEST(test_inspect_counts_handles_past_cap)
 }
 END_TEST
 
+/* A permit whose lease ended is available, though no acquire has put it
+ * back into the count yet: inspect counts it so (it said 1 of 2). */
+START_TEST(test_inspect_counts_lapsed_permit_available)
+{
+    redlock_client *c = client_with(1, NODE_TIMEOUT_MS, 0);
+    redlock_semaphore_state st;
+    redlock_semaphore *s;
+    redlock_permit *p;
+    char name[64];
+
+    rig_unique_name(name, sizeof(name), "sem", "lapsed");
+    s = sem_new(c, name, 2);
+    /* Left to its fixed lease, nothing renews it. */
+    p = take(s, 1, 0, 1500);
+    st = inspect0(s, NULL, 0);
+    ck_assert_int_eq(st.available, 1);
+    rig_sleep_ms(1800);
+    st = inspect0(s, NULL, 0);
+    ck_assert_uint_eq(st.permits_taken, 0);
+    ck_assert_msg(st.available == 2, "a lapsed permit: %lld of 2 available",
+                  (long long)st.available);
+    /* Frees the handle; its lease had ended. */
+    ck_assert_int_eq(redlock_semaphore_release(p), REDLOCK_ELOST);
+    redlock_semaphore_free(s);
+    redlock_client_free(c);
+}
+END_TEST
+
 /* ------------------------------------------------------------------------ */
 /* 3. A SIGKILLed holder's permit returns when its lease ends. */
 
@@ -677,6 +705,7 @@ int main(void)
     RIG_ADD_CASE(s, test_never_more_than_k_quorum, 90);
     RIG_ADD_CASE(s, test_multi_permit, 60);
     RIG_ADD_CASE(s, test_inspect_counts_handles_past_cap, 60);
+    RIG_ADD_CASE(s, test_inspect_counts_lapsed_permit_available, 60);
     RIG_ADD_CASE(s, test_killed_holder_permit_returns, 60);
     RIG_ADD_CASE(s, test_watchdog_renews_permit, 60);
     RIG_ADD_CASE(s, test_invalid_input, 60);

@@ -572,10 +572,12 @@ void redlock__watchdog_tick(redlock_client *c)
     pthread_cond_broadcast(&c->wd.cond);
     pthread_mutex_unlock(&c->wd.mu);
     /* Only this tick pinned them (one tick at a time), so they are free
-     * of every tick now. */
+     * of every tick now: the handle's own free runs now, the whole of it
+     * (its subscriptions, its facts, and on a loop the operations still
+     * in flight on it, which end canceled before the loop frees it). */
     for (i = 0; i < t.n_held; i++)
         if (t.held[i].free_later)
-            redlock__hold_free_handle(t.held[i].l);
+            redlock_lock_free(t.held[i].l);
     tick_free(&t);
     redlock__watchdog_in_tick(0);
     pthread_mutex_unlock(&c->wd.run_mu);

@@ -204,6 +204,58 @@ START_TEST(test_loss_through_the_loop)
 }
 END_TEST
 
+static int freed_in_on_lost;
+
+static void free_on_lost(void *ud, redlock_lock *l, uint64_t owner, int reason)
+{
+    (void)ud, (void)owner, (void)reason;
+    redlock_lock_free(l);
+    freed_in_on_lost++;
+}
+
+/* 5b. on_lost frees its lock (as the header allows) while another owner's
+ *     acquire waits on the same handle: that acquire ends as for any free
+ *     in flight (ECANCELED, lock NULL). The tick that ran on_lost used to
+ *     free the handle outright when it ended, under the waiting acquire. */
+START_TEST(test_free_from_on_lost_while_pending)
+{
+    result r, w;
+    redlock_lock *l;
+    char name[64], args[256];
+    size_t i;
+
+    loop_client(0, 1500);
+    rig_unique_name(name, sizeof(name), "loop", "lostfree");
+    l = new_lock(name);
+    freed_in_on_lost = 0;
+    redlock_lock_set_on_lost(l, free_on_lost, NULL);
+    start_acquire(l, 1, 0, 0, &r);
+    ck_assert(run_until(&r.done, 5000));
+    ck_assert_msg(r.rc == REDLOCK_OK, "%s", r.msg);
+    start_acquire(l, 2, 20000, 30000, &w);
+    run_until(&w.done, 200);
+    ck_assert_int_eq(w.done, 0);
+    /* Another owner takes the lock over on every node: owner 1's renewal
+     * finds it gone, and owner 2 keeps waiting. */
+    snprintf(args, sizeof(args),
+             "EVAL \"redis.call('del', KEYS[1]); redis.call('hset', KEYS[1], 'someone:1', 1); "
+             "redis.call('pexpire', KEYS[1], 20000)\" 1 %s",
+             name);
+    for (i = 0; i < N_NODES; i++)
+        rig_cli(i, args);
+    ck_assert(run_until(&freed_in_on_lost, 3000));
+    ck_assert(run_until(&w.done, 3000));
+    ck_assert_int_eq(w.done, 1);
+    ck_assert_int_eq(w.rc, REDLOCK_ECANCELED);
+    ck_assert(w.lock_was_null);
+    ck_assert_uint_eq(redlock_loop_pending(L.c), 0);
+    redlock_client_free(L.c);
+    snprintf(args, sizeof(args), "DEL %s", name);
+    for (i = 0; i < N_NODES; i++)
+        rig_cli(i, args);
+}
+END_TEST
+
 /* 6. Cancel: before the loop ever turned, while waiting for a holder, in
  *    the middle of an attempt to a frozen majority, and after the end (no
  *    effect). */
@@ -416,6 +468,7 @@ int main(void)
     RIG_ADD_CASE(s, test_frozen_minority, 30);
     RIG_ADD_CASE(s, test_frozen_majority, 30);
     RIG_ADD_CASE(s, test_loss_through_the_loop, 30);
+    RIG_ADD_CASE(s, test_free_from_on_lost_while_pending, 30);
     RIG_ADD_CASE(s, test_cancel_in_every_state, 30);
     RIG_ADD_CASE(s, test_free_while_pending, 30);
     RIG_ADD_CASE(s, test_blocking_call_meets_a_parked_renewal, 30);

@@ -543,6 +543,7 @@ int redlock__task_start_ex(redlock_client *c, redlock_lock *l, redlock__task_fn 
     t->fn = fn;
     t->undo = undo;
     t->lock = l;
+    t->cancels = l ? __atomic_load_n(&l->cancels, __ATOMIC_ACQUIRE) : 0;
     t->owner = owner;
     t->wait_ms = wait_ms;
     t->lease_ms = lease_ms;

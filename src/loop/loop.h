@@ -29,6 +29,10 @@ struct redlock__task {
      * acquire's unlock); NULL: nothing to undo. */
     redlock__task_fn undo;
     redlock_lock *lock;         /* NULL: the watchdog's tick */
+    /* The lock's cancel count when the task was started: a cancel made
+     * before its fiber first runs (queued behind the cap, or started from
+     * another fiber) still ends it. */
+    uint64_t cancels;
     uint64_t owner;
     int64_t wait_ms, lease_ms;
     redlock_done_fn done;

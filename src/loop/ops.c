@@ -7,7 +7,14 @@
 
 static int acquire_fn(redlock__task *t)
 {
-    int rc = redlock_acquire_as(t->lock, t->owner, t->wait_ms, t->lease_ms);
+    int rc;
+
+    /* Canceled between its start and now: the blocking call would only
+     * see cancels made after it began. */
+    if (__atomic_load_n(&t->lock->cancels, __ATOMIC_ACQUIRE) != t->cancels)
+        return redlock__fail(REDLOCK_ECANCELED, "lock '%s': acquire canceled",
+                             redlock_lock_name(t->lock));
+    rc = redlock_acquire_as(t->lock, t->owner, t->wait_ms, t->lease_ms);
 
     /* A grant that came in while the handle was being freed: nobody can
      * release it any more, so it is released now. */

@@ -256,6 +256,51 @@ START_TEST(test_free_from_on_lost_while_pending)
 }
 END_TEST
 
+/* 5c. A cancel reaches an acquire that has not run yet because it waits
+ *     for room under the cap of operations on the network: it used to read
+ *     the lock's cancel count only when it first ran, after the cancel, and
+ *     went on to a grant. */
+#define CAPPED 100
+
+START_TEST(test_cancel_before_admission)
+{
+    static result r[CAPPED], u[CAPPED];
+    static redlock_lock *l[CAPPED];
+    char name[64];
+    int all = 0, i;
+
+    loop_client(0, 0);
+    memset(r, 0, sizeof(r));
+    memset(u, 0, sizeof(u));
+    for (i = 0; i < CAPPED; i++) {
+        char tag[32];
+
+        snprintf(tag, sizeof(tag), "capped%d", i);
+        rig_unique_name(name, sizeof(name), "loop", tag);
+        l[i] = new_lock(name);
+        start_acquire(l[i], 1, 5000, 30000, &r[i]);
+    }
+    redlock_acquire_cancel(l[CAPPED - 1]);
+    for (i = 0; i < CAPPED && run_until(&r[i].done, 5000); i++)
+        ;
+    ck_assert_int_eq(i, CAPPED);
+    for (i = 0; i < CAPPED - 1; i++)
+        all += r[i].rc == REDLOCK_OK;
+    ck_assert_int_eq(all, CAPPED - 1);
+    ck_assert_msg(r[CAPPED - 1].rc == REDLOCK_ECANCELED, "the canceled acquire: %s",
+                  redlock_err_name(r[CAPPED - 1].rc));
+    for (i = 0; i < CAPPED - 1; i++)
+        start_unlock(l[i], 1, &u[i]);
+    for (i = 0; i < CAPPED - 1; i++) {
+        ck_assert(run_until(&u[i].done, 5000));
+        ck_assert_int_eq(u[i].rc, REDLOCK_OK);
+    }
+    for (i = 0; i < CAPPED; i++)
+        redlock_lock_free(l[i]);
+    redlock_client_free(L.c);
+}
+END_TEST
+
 /* 6. Cancel: before the loop ever turned, while waiting for a holder, in
  *    the middle of an attempt to a frozen majority, and after the end (no
  *    effect). */
@@ -469,6 +514,7 @@ int main(void)
     RIG_ADD_CASE(s, test_frozen_majority, 30);
     RIG_ADD_CASE(s, test_loss_through_the_loop, 30);
     RIG_ADD_CASE(s, test_free_from_on_lost_while_pending, 30);
+    RIG_ADD_CASE(s, test_cancel_before_admission, 30);
     RIG_ADD_CASE(s, test_cancel_in_every_state, 30);
     RIG_ADD_CASE(s, test_free_while_pending, 30);
     RIG_ADD_CASE(s, test_blocking_call_meets_a_parked_renewal, 30);

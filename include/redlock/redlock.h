@@ -1059,9 +1059,14 @@ REDLOCK_EXTERN int redlock_stats_format_prometheus(redlock_client *client, char 
  * read-only calls marked thread-safe. Callbacks run on the loop's thread:
  * socket_fn and timer_fn inside any call of this section, and they must not
  * call the library; done, on_lost and log_fn inside redlock_loop_action()
- * (or a blocking call, see below), and they may start and cancel
+ * (or a blocking call, see below). done and on_lost may start and cancel
  * operations and free locks, but not call redlock_loop_action() or
- * redlock_client_free() (which logs an error and does nothing then). With
+ * redlock_client_free() (which logs an error and does nothing then);
+ * log_fn, as everywhere, must not call the library at all (it may run
+ * with a lock's mutex held). on_lost runs on the watchdog fiber's stack
+ * (256 KiB, of which the library's own deepest path, a blocking acquire
+ * made from on_lost, uses about 70 KiB): it should not put large buffers
+ * on the stack. With
  * event_loop_watchdog_thread, on_lost runs on the watchdog's thread and may
  * only cancel. The client starts no thread, with two
  * exceptions: options.event_loop_watchdog_thread, and a Sentinel member's

@@ -130,6 +130,11 @@ int redlock__wait_parks(void)
     return redlock__fiber_current() != NULL;
 }
 
+const void *redlock__wait_runner(void)
+{
+    return redlock__fiber_current() ? hooks_ud : NULL;
+}
+
 void redlock__wait_fd_closing(int fd)
 {
     if (close_fn && fd >= 0)

@@ -52,6 +52,10 @@ void redlock__wait_notify(const void *key);
 /* Nonzero inside a fiber: waits park instead of blocking. */
 int redlock__wait_parks(void);
 
+/* Inside a fiber, the ud its loop set with redlock__wait_hooks (the loop
+ * that runs it); NULL outside fibers. Two loops may share a thread. */
+const void *redlock__wait_runner(void);
+
 /* Says an fd is about to be closed. An event loop watching it on this
  * thread stops first (epoll forgets a closed fd by itself, but libuv and
  * libevent must be told before its number can be reused). */

@@ -560,10 +560,15 @@ int redlock__task_start_ex(redlock_client *c, redlock_lock *l, redlock__task_fn 
     loop->n_ops += l != NULL;
     /* Started at once if there is room: its requests go out now. From
      * inside a fiber (an on_lost callback in a tick) it waits for the
-     * queue that fiber runs in. */
+     * queue that fiber runs in; from a fiber of another client's loop on
+     * this thread (its callback), this loop is not being driven, and its
+     * timer brings it back at once. */
     redlock__loop_make_runnable(loop, t);
-    if (redlock__wait_parks())
+    if (redlock__wait_parks()) {
+        if (redlock__wait_runner() != loop)
+            redlock__loop_update_timer(loop);
         return REDLOCK_OK;
+    }
     was = loop->in_action;
     loop->in_action = 1;
     redlock__loop_run_queue(loop);

@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "loop_harness.h"
+#include "redlock/adapters/poll.h"
 #include "redlock/redlock.h"
 #include "rig_env.h"
 
@@ -301,6 +302,77 @@ START_TEST(test_cancel_before_admission)
 }
 END_TEST
 
+static redlock_lock *on_other_client;
+static result other_result;
+static int other_rc, started_other;
+
+static void start_on_other_client(void *ud, redlock_lock *l, uint64_t owner, int reason)
+{
+    (void)ud, (void)l, (void)owner, (void)reason;
+    other_rc = redlock_acquire_async(on_other_client, 7, 0, 30000, on_done, &other_result);
+    started_other++;
+}
+
+/* 5d. A callback of one loop-driven client (on_lost, in its watchdog's
+ *     fiber) starts an operation of another client on the same thread: the
+ *     other client's loop is told to run it. It used to be queued as if the
+ *     callback's own loop would run it, and an idle client never did. */
+START_TEST(test_callback_starts_on_other_client)
+{
+    redlock_options o = {0};
+    redlock_client *other = NULL;
+    redlock_poll_loop pl;
+    result r, u;
+    redlock_lock *l;
+    char name[64], name2[64], args[256];
+    int64_t end;
+    size_t i;
+
+    loop_client(0, 1500);
+    o.event_loop = 1;
+    ck_assert_int_eq(redlock_client_new(&other, rig_plain_uris(), N_NODES, &o), REDLOCK_OK);
+    ck_assert_int_eq(redlock_poll_attach(&pl, other), REDLOCK_OK);
+    rig_unique_name(name, sizeof(name), "loop", "cbfirst");
+    rig_unique_name(name2, sizeof(name2), "loop", "cbother");
+    ck_assert_int_eq(redlock_lock_new(other, name2, NULL, &on_other_client), REDLOCK_OK);
+    memset(&other_result, 0, sizeof(other_result));
+    started_other = 0;
+    l = new_lock(name);
+    redlock_lock_set_on_lost(l, start_on_other_client, NULL);
+    start_acquire(l, 1, 0, 0, &r);
+    ck_assert(run_until(&r.done, 5000));
+    ck_assert_msg(r.rc == REDLOCK_OK, "%s", r.msg);
+    snprintf(args, sizeof(args),
+             "EVAL \"redis.call('del', KEYS[1]); redis.call('hset', KEYS[1], 'someone:1', 1); "
+             "redis.call('pexpire', KEYS[1], 20000)\" 1 %s",
+             name);
+    for (i = 0; i < N_NODES; i++)
+        rig_cli(i, args);
+    ck_assert(run_until(&started_other, 3000));
+    ck_assert_int_eq(other_rc, REDLOCK_OK);
+    /* Only the other client's loop runs from now on. */
+    for (end = rig_now_ms() + 3000; !other_result.done && rig_now_ms() < end;)
+        redlock_poll_run_once(&pl, 10);
+    ck_assert_msg(other_result.done == 1, "the other client's acquire never ran");
+    ck_assert_msg(other_result.rc == REDLOCK_OK, "%s", other_result.msg);
+    memset(&u, 0, sizeof(u));
+    ck_assert_int_eq(redlock_unlock_async(on_other_client, 7, on_done, &u), REDLOCK_OK);
+    for (end = rig_now_ms() + 3000; !u.done && rig_now_ms() < end;)
+        redlock_poll_run_once(&pl, 10);
+    ck_assert_int_eq(u.rc, REDLOCK_OK);
+    redlock_lock_free(on_other_client);
+    redlock_client_free(other);
+    redlock_poll_free(&pl);
+    start_unlock(l, 1, &u);
+    ck_assert(run_until(&u.done, 3000));
+    redlock_lock_free(l);
+    redlock_client_free(L.c);
+    snprintf(args, sizeof(args), "DEL %s", name);
+    for (i = 0; i < N_NODES; i++)
+        rig_cli(i, args);
+}
+END_TEST
+
 /* 6. Cancel: before the loop ever turned, while waiting for a holder, in
  *    the middle of an attempt to a frozen majority, and after the end (no
  *    effect). */
@@ -515,6 +587,7 @@ int main(void)
     RIG_ADD_CASE(s, test_loss_through_the_loop, 30);
     RIG_ADD_CASE(s, test_free_from_on_lost_while_pending, 30);
     RIG_ADD_CASE(s, test_cancel_before_admission, 30);
+    RIG_ADD_CASE(s, test_callback_starts_on_other_client, 30);
     RIG_ADD_CASE(s, test_cancel_in_every_state, 30);
     RIG_ADD_CASE(s, test_free_while_pending, 30);
     RIG_ADD_CASE(s, test_blocking_call_meets_a_parked_renewal, 30);

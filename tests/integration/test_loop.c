@@ -205,6 +205,21 @@ START_TEST(test_loss_through_the_loop)
 }
 END_TEST
 
+/* Another owner takes name over on every node (for 20 s): a hold of ours
+ * there is lost at the next renewal, and our waiters keep waiting. */
+static void take_over_everywhere(const char *name)
+{
+    char args[256];
+    size_t i;
+
+    snprintf(args, sizeof(args),
+             "EVAL \"redis.call('del', KEYS[1]); redis.call('hset', KEYS[1], 'someone:1', 1); "
+             "redis.call('pexpire', KEYS[1], 20000)\" 1 %s",
+             name);
+    for (i = 0; i < N_NODES; i++)
+        rig_cli(i, args);
+}
+
 static int freed_in_on_lost;
 
 static void free_on_lost(void *ud, redlock_lock *l, uint64_t owner, int reason)
@@ -238,12 +253,7 @@ START_TEST(test_free_from_on_lost_while_pending)
     ck_assert_int_eq(w.done, 0);
     /* Another owner takes the lock over on every node: owner 1's renewal
      * finds it gone, and owner 2 keeps waiting. */
-    snprintf(args, sizeof(args),
-             "EVAL \"redis.call('del', KEYS[1]); redis.call('hset', KEYS[1], 'someone:1', 1); "
-             "redis.call('pexpire', KEYS[1], 20000)\" 1 %s",
-             name);
-    for (i = 0; i < N_NODES; i++)
-        rig_cli(i, args);
+    take_over_everywhere(name);
     ck_assert(run_until(&freed_in_on_lost, 3000));
     ck_assert(run_until(&w.done, 3000));
     ck_assert_int_eq(w.done, 1);
@@ -342,12 +352,7 @@ START_TEST(test_callback_starts_on_other_client)
     start_acquire(l, 1, 0, 0, &r);
     ck_assert(run_until(&r.done, 5000));
     ck_assert_msg(r.rc == REDLOCK_OK, "%s", r.msg);
-    snprintf(args, sizeof(args),
-             "EVAL \"redis.call('del', KEYS[1]); redis.call('hset', KEYS[1], 'someone:1', 1); "
-             "redis.call('pexpire', KEYS[1], 20000)\" 1 %s",
-             name);
-    for (i = 0; i < N_NODES; i++)
-        rig_cli(i, args);
+    take_over_everywhere(name);
     ck_assert(run_until(&started_other, 3000));
     ck_assert_int_eq(other_rc, REDLOCK_OK);
     /* Only the other client's loop runs from now on. */

@@ -121,8 +121,8 @@ void shared_floor_free(shared_floor *f)
 }
 
 /* A thread's own waiters, one per node, made at its first cycle. */
-static __thread waiter own_waiters[BENCH_MAX_NODES];
-static __thread int own_ready;
+static _Thread_local waiter own_waiters[BENCH_MAX_NODES];
+static _Thread_local int own_ready;
 
 /* Sends cmd to every node, then waits for each reply in turn. */
 static void shared_round(shared_floor *f, const char *cmd, size_t len, char want,

@@ -191,19 +191,19 @@ static int start_slot(slot *s, size_t bi, redlock__reply_fn fn, void *ud,
     return 0;
 }
 
+/* A batch the caller does not wait for at all (a call to a silent node)
+ * gets no set-up allowance, nor does a strict one (an abort or release):
+ * a node whose handshake stalls must not cost a second connect timeout. */
+int redlock__batch_allows_setup(const redlock__batch *b, int64_t started)
+{
+    return b->deadline_ns > started && !b->strict;
+}
+
 /* While a connection is still being set up (connect, TLS, AUTH/SELECT)
  * it gets the connect timeout; once ready, the caller's (much shorter)
  * request deadline applies. The script preloads do not count as set-up:
  * they cost the server well under a millisecond, and a node that accepts
  * and never answers must still fail within the request deadline. */
-int redlock__batch_allows_setup(const redlock__batch *b, int64_t started)
-{
-    /* A batch the caller does not wait for at all (a call to a silent
-     * node) gets no set-up allowance either: a node whose handshake stalls
-     * must not cost a second connect timeout. */
-    return b->deadline_ns > started && !b->strict;
-}
-
 int64_t redlock__batch_deadline(const redlock__batch *b, int conn_setting_up,
                                 int64_t started, int connect_timeout_ms)
 {

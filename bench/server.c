@@ -11,13 +11,12 @@
  *     diffed around each chunk; commands per cycle likewise. Client
  *     cycles/s and CPU per cycle too.
  *   - server_threads: 16 threads on 16 names at N = 5, the library over
- *     one shared client against 16 floor threads with their own sockets,
- *     in alternating chunks: cycles/s.
- *   - server_threads_pipelined (only with --pipelined): the same threads
- *     over shared pipelined connections, two ways (pipelined.h): the
- *     Redisson floor over one connection per node (leader/follower), and
- *     the library's calls relayed to one thread driving a loop-driven
- *     client; in the same alternating rounds, against the same floor.
+ *     one shared client with options.io_thread (the target) and one
+ *     without, against 16 floor threads with their own sockets, in
+ *     alternating chunks: cycles/s.
+ *   - server_threads_pipelined (only with --pipelined): also the Redisson
+ *     floor over one connection per node shared by the threads
+ *     (leader/follower, pipelined.h), in the same alternating rounds.
  *
  * Targets (issue "A lean per-node protocol"): library server time per
  * cycle <= 1.25x the floor's; uncontended cycles/s >= 1.0x the floor's at
@@ -194,14 +193,13 @@ static void cost(const bench_args *a, probe *p, size_t n, long cycles, long roun
 /* ---- 16 threads on 16 names ------------------------------------------- */
 
 /* Who runs a thread's cycles. */
-typedef enum mode { FLOOR, LIBRARY, SHARED_FLOOR, RELAY } mode;
+typedef enum mode { FLOOR, LIBRARY, IO_LIBRARY, SHARED_FLOOR } mode;
 
 typedef struct worker {
     pthread_t th;
     const bench_args *a;
-    redlock_client *c;      /* LIBRARY: shared */
+    redlock_client *c;      /* LIBRARY, IO_LIBRARY: shared */
     shared_floor *shared;   /* SHARED_FLOOR */
-    relay *relay;           /* RELAY */
     mode mode;
     int index;
     int64_t until_ns;
@@ -220,19 +218,7 @@ static void *work(void *arg)
             shared_floor_cycle(w->shared, name);
             w->cycles++;
         }
-    } else if (w->mode == RELAY) {
-        redlock_lock *l = relay_lock_new(w->relay, name);
-        uint64_t owner = (uint64_t)w->index + 1;
-
-        while (bench_now_ns() < w->until_ns) {
-            /* Counted, not fatal, as for the library's threads. */
-            if (relay_try_lock(w->relay, l, owner, LEASE_MS) != REDLOCK_OK)
-                continue;
-            bench_check(relay_unlock(w->relay, l, owner), "unlock (relayed)");
-            w->cycles++;
-        }
-        relay_lock_free(w->relay, l);
-    } else if (w->mode == LIBRARY) {
+    } else if (w->mode == LIBRARY || w->mode == IO_LIBRARY) {
         redlock_lock *l;
 
         bench_check(redlock_lock_new(w->c, name, NULL, &l), "lock_new");
@@ -279,7 +265,6 @@ typedef struct side {
     mode mode;
     redlock_client *c;
     shared_floor *shared;
-    relay *relay;
     long cycles;
     int64_t wall_ns;
     cpu_split cpu;
@@ -298,7 +283,7 @@ static long run_threads(const bench_args *a, probe *p, side *sd, int threads, do
     if (!w)
         bench_die("out of memory");
     for (i = 0; i < threads; i++) {
-        w[i] = (worker){.a = a, .c = sd->c, .shared = sd->shared, .relay = sd->relay,
+        w[i] = (worker){.a = a, .c = sd->c, .shared = sd->shared,
                         .mode = sd->mode, .index = i,
                         .until_ns = t0 + (int64_t)(seconds * 1e9)};
         if (pthread_create(&w[i].th, NULL, work, &w[i]) != 0)
@@ -351,9 +336,9 @@ static void threads16(const bench_args *a, probe *p, int threads, double seconds
                       int pipelined)
 {
     redlock_options o = {0};
-    side flo = {.mode = FLOOR}, lib = {.mode = LIBRARY}, shared = {.mode = SHARED_FLOOR},
-         relayed = {.mode = RELAY};
-    double ratio;
+    side flo = {.mode = FLOOR}, lib = {.mode = LIBRARY}, iolib = {.mode = IO_LIBRARY},
+         shared = {.mode = SHARED_FLOOR};
+    double ratio, blocking_ratio;
     long r;
     bench_json j;
 
@@ -362,47 +347,54 @@ static void threads16(const bench_args *a, probe *p, int threads, double seconds
      * latencies, not for 16 threads and 5 servers on 2 cores). */
     o.node_timeout_ms = 2000;
     lib.c = bench_client(a, 5, &o);
+    o.io_thread = 1;
+    iolib.c = bench_client(a, 5, &o);
+    o.io_thread = 0;
     if (pipelined) {
         shared.shared = shared_floor_new(a, 5, LEASE_MS);
-        relayed.relay = relay_new(a, 5, o.node_timeout_ms);
     }
     for (r = 0; r < rounds; r++) {
         run_threads(a, p, &flo, threads, seconds);
         run_threads(a, p, &lib, threads, seconds);
+        run_threads(a, p, &iolib, threads, seconds);
         if (pipelined) {
             run_threads(a, p, &shared, threads, seconds);
-            run_threads(a, p, &relayed, threads, seconds);
         }
     }
     redlock_client_free(lib.c);
-    ratio = ops_per_s(&lib) / ops_per_s(&flo);
+    redlock_client_free(iolib.c);
+    ratio = ops_per_s(&iolib) / ops_per_s(&flo);
+    blocking_ratio = ops_per_s(&lib) / ops_per_s(&flo);
     bench_json_begin(&j, "server_threads");
     put_params(&j, threads, seconds, rounds);
-    bench_json_num(&j, "ops_per_s", ops_per_s(&lib));
-    put_cpu(&j, &lib.cpu, lib.cycles);
+    bench_json_str(&j, "client", "one client with options.io_thread, shared by every thread");
+    bench_json_num(&j, "ops_per_s", ops_per_s(&iolib));
+    put_cpu(&j, &iolib.cpu, iolib.cycles);
+    put_side(&j, "blocking", "one client without io_thread: each call does its own I/O", &lib);
     put_side(&j, "baseline", "Redisson floor, one thread and socket set per name, same run", &flo);
     bench_json_obj(&j, "ratio");
     bench_json_num(&j, "ops_library_over_floor", ratio);
+    bench_json_num(&j, "ops_blocking_library_over_floor", blocking_ratio);
     bench_json_end_obj(&j);
-    bench_json_target(&j, "floor ops/s / library ops/s, shared client (<= 1 means library >= floor)",
+    bench_json_target(&j, "floor ops/s / library ops/s, shared client with io_thread "
+                          "(<= 1 means library >= floor)",
                       1.0 / ratio, 1.0);
     bench_json_print(&j);
     if (!pipelined)
         return;
     shared_floor_free(shared.shared);
-    relay_free(relayed.relay);
     bench_json_begin(&j, "server_threads_pipelined");
     put_params(&j, threads, seconds, rounds);
     put_side(&j, "shared_floor", "Redisson floor, one connection per node shared by every thread",
              &shared);
-    put_side(&j, "relayed_library", "the library's calls relayed to one loop-driven client",
-             &relayed);
     put_side(&j, "library", "the library, blocking calls on a shared client", &lib);
+    put_side(&j, "io_thread_library", "the library, a shared client with options.io_thread",
+             &iolib);
     put_side(&j, "baseline", "Redisson floor, one thread and socket set per name, same run", &flo);
     bench_json_obj(&j, "ratio");
     bench_json_num(&j, "shared_floor_over_floor", ops_per_s(&shared) / ops_per_s(&flo));
-    bench_json_num(&j, "relayed_library_over_floor", ops_per_s(&relayed) / ops_per_s(&flo));
-    bench_json_num(&j, "library_over_floor", ratio);
+    bench_json_num(&j, "library_over_floor", blocking_ratio);
+    bench_json_num(&j, "io_thread_library_over_floor", ratio);
     bench_json_end_obj(&j);
     bench_json_print(&j);
 }

@@ -44,6 +44,9 @@ static int check_options(const redlock_options *o)
         return redlock__fail(REDLOCK_EINVAL, "retry_delay_ms must be >= 0");
     if (!(o->drift_factor >= 0.0 && o->drift_factor < 0.5))
         return redlock__fail(REDLOCK_EINVAL, "drift_factor must be in [0, 0.5)");
+    if (o->io_thread && o->event_loop)
+        return redlock__fail(REDLOCK_EINVAL, "io_thread and event_loop exclude each other: "
+                                             "an I/O thread runs the client's loop itself");
     return REDLOCK_OK;
 }
 
@@ -61,7 +64,9 @@ static int copy_options(redlock_client *c, const redlock_options *o)
     c->max_hold_ms = o->watchdog_max_hold_ms;
     c->drift_factor = o->drift_factor > 0 ? o->drift_factor : DEFAULT_DRIFT_FACTOR;
     c->retry_delay_ms = o->retry_delay_ms ? o->retry_delay_ms : DEFAULT_RETRY_DELAY_MS;
-    c->event_loop = o->event_loop != 0;
+    /* An I/O thread is a loop-driven client whose loop the library runs. */
+    c->io_thread = o->io_thread != 0;
+    c->event_loop = o->event_loop != 0 || c->io_thread;
     c->event_loop_watchdog_thread = c->event_loop && o->event_loop_watchdog_thread;
     c->disable_pubsub = o->disable_pubsub;
     c->flush_timeout_ms = o->flush_timeout_ms ? o->flush_timeout_ms : DEFAULT_FLUSH_TIMEOUT_MS;
@@ -221,8 +226,8 @@ static int client_alloc(redlock_client **out, size_t n_nodes, const redlock_opti
     return REDLOCK_OK;
 }
 
-int redlock_client_new(redlock_client **out, const char *const *uris, size_t n_nodes,
-                       const redlock_options *opts)
+int redlock__client_create(redlock_client **out, const char *const *uris, size_t n_nodes,
+                            const redlock_options *opts)
 {
     redlock_client *c = NULL;
     int rc;
@@ -261,7 +266,7 @@ fail:
     return rc;
 }
 
-int redlock_client_new_from_env(redlock_client **out, const redlock_options *opts)
+int redlock__client_create_from_env(redlock_client **out, const redlock_options *opts)
 {
     redlock__env env;
     char why[256];
@@ -272,7 +277,7 @@ int redlock_client_new_from_env(redlock_client **out, const redlock_options *opt
     *out = NULL;
     rc = redlock__env_read(&env, opts);
     if (rc == REDLOCK_OK)
-        rc = redlock_client_new(out, env.uris, env.n, &env.opts);
+        rc = redlock__client_create(out, env.uris, env.n, &env.opts);
     /* Say where a bad URI came from ("node 2: port 0 out of range"). */
     if (rc == REDLOCK_EURI && strncmp(redlock_last_error(), "REDLOCK_NODES", 13) != 0) {
         redlock__copy_msg(why, sizeof(why), redlock_last_error());
@@ -306,6 +311,11 @@ void redlock_client_free(redlock_client *c)
 {
     if (!c)
         return;
+    /* The I/O thread frees the client itself: its loop is that thread's. */
+    if (c->io.stop && redlock__io_elsewhere(c)) {
+        c->io.stop(c->io.io);
+        return;
+    }
     /* From a callback of the loop (a done, an on_lost), the loop and the
      * fiber that called are still in use: refused, loudly, rather than
      * freed under them. */

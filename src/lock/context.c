@@ -224,10 +224,7 @@ int redlock__canceled(const redlock_client *c)
 /* Reports live in thread-local storage: two threads using one handle
  * never see (or race on) each other's outcomes, and recording costs no
  * lock. A thread keeps the report of its most recent call only. */
-typedef struct report_store {
-    const redlock_lock *lock;
-    redlock_member_report members[REDLOCK__MAX_NODES];
-} report_store;
+typedef redlock__report_store report_store;
 
 static _Thread_local report_store own_report;
 /* A fiber brings its own (redlock__report_swap). */
@@ -246,6 +243,11 @@ void redlock__report_adopt(const void *store)
         *report_of = *(const report_store *)store;
     else
         own_report = *(const report_store *)store;
+}
+
+void redlock__report_export(redlock__report_store *out)
+{
+    *out = thread_report;
 }
 
 void redlock__report_store_clear(void *store)

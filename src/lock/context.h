@@ -45,6 +45,14 @@ redlock_member_report *redlock__report_begin(redlock_lock *l);
 size_t redlock__report_store_size(void);
 /* Copies a fiber's report into what this thread uses now. */
 void redlock__report_adopt(const void *store);
+/* A report as a thread or a fiber keeps it; visible so that a call
+ * relayed to another thread (loop/io_thread.c) can carry one back. */
+typedef struct redlock__report_store {
+    const redlock_lock *lock;
+    redlock_member_report members[REDLOCK__MAX_NODES];
+} redlock__report_store;
+/* Copies what this thread (or the fiber running) uses now into out. */
+void redlock__report_export(redlock__report_store *out);
 /* Makes a store fit for a new fiber (it reports on no lock yet). */
 void redlock__report_store_clear(void *store);
 void *redlock__report_swap(void *store);

@@ -51,6 +51,20 @@ typedef struct redlock__loop_hooks {
     int (*busy)(void *loop);
 } redlock__loop_hooks;
 
+/* The client's own I/O thread (options.io_thread, loop/io_thread.c), as
+ * the layers below see it: a loop-driven client whose loop that thread
+ * runs. Calls from any other thread that would touch the loop are handed
+ * to it. */
+typedef struct redlock__io_hooks {
+    void *io;
+    pthread_t thread;
+    /* redlock_lock_free(l) from another thread: done on the I/O thread. */
+    void (*free_lock)(void *io, struct redlock_lock *l);
+    /* redlock_client_free() from another thread: the I/O thread frees
+     * the client, and is joined. */
+    void (*stop)(void *io);
+} redlock__io_hooks;
+
 typedef struct redlock__watchdog {
     pthread_t thread;
     int ready;                      /* set up (mutexes, the queue) */
@@ -89,6 +103,8 @@ struct redlock_client {
     int event_loop;                 /* loop-driven (loop/) */
     int event_loop_watchdog_thread; /* ... with the watchdog's thread */
     redlock__loop_hooks loop;       /* set by redlock_loop_attach() */
+    int io_thread;                  /* options.io_thread */
+    redlock__io_hooks io;           /* set once that thread runs */
     int flush_timeout_ms;           /* < 0: free does not flush */
     int64_t unavailable_timeout_ms;
     int canceled;                   /* redlock_client_cancel(); atomic */
@@ -115,6 +131,13 @@ struct redlock_client {
     int64_t node_down_since_ns[REDLOCK__MAX_NODES];
     unsigned char node_down_warned[REDLOCK__MAX_NODES];
 };
+
+/* Whether the caller is a thread other than c's own I/O thread, which
+ * then does the work (options.io_thread). */
+static inline int redlock__io_elsewhere(const redlock_client *c)
+{
+    return c->io.io && !pthread_equal(pthread_self(), c->io.thread);
+}
 
 typedef enum redlock__hold_state {
     REDLOCK__FREE = 0,
@@ -244,6 +267,11 @@ typedef struct redlock__attempt_result {
 int redlock__client_new_with_transport(redlock_client **out, size_t n_nodes,
                                        const redlock_options *opts,
                                        const redlock__transport *tp);
+/* redlock_client_new() and redlock_client_new_from_env() without the I/O
+ * thread, which loop/io_thread.c starts on top (options.io_thread). */
+int redlock__client_create(redlock_client **out, const char *const *uris, size_t n_nodes,
+                           const redlock_options *opts);
+int redlock__client_create_from_env(redlock_client **out, const redlock_options *opts);
 
 
 

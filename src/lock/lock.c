@@ -33,6 +33,11 @@ void redlock_lock_free(redlock_lock *l)
 {
     if (!l)
         return;
+    /* Its operations, and the loop that runs them, are the I/O thread's. */
+    if (l->client->io.free_lock && redlock__io_elsewhere(l->client)) {
+        l->client->io.free_lock(l->client->io.io, l);
+        return;
+    }
     /* Freed by its own on_lost callback (or another's) inside the watchdog
      * tick that is still using it: the tick frees it when it is done, as
      * libuv's uv_close defers a handle's end. */

@@ -622,17 +622,19 @@ static int sleep_until(redlock_client *c, int64_t until_ns)
     return 0;
 }
 
-/* Calls a tick on the watchdog's thread took and has not settled: they
- * are in flight there, and may come back owed. Waits for them in short
- * naps, up to deadline, and returns whether there were any. Not inside
- * the tick (a flush from on_lost: the tick waits for it), and not where
- * the tick is a fiber of this thread's loop, which waiting here stops. */
+/* Calls a tick on the watchdog's thread (or the I/O thread) took and has
+ * not settled: they are in flight there, and may come back owed. Waits
+ * for them in short naps, up to deadline, and returns whether there were
+ * any. Not inside the tick (a flush from on_lost: the tick waits for it),
+ * and not where the tick is a fiber of this thread's loop, which waiting
+ * here stops. */
 static int wait_tick_in_flight(redlock_client *c, int64_t deadline)
 {
     const redlock__transport_ops *ops = c->tp.ops;
     int waited = 0;
 
-    if (redlock__watchdog_ticking_here() || (c->event_loop && !c->event_loop_watchdog_thread))
+    if (redlock__watchdog_ticking_here() ||
+        (c->event_loop && !c->event_loop_watchdog_thread && !redlock__io_elsewhere(c)))
         return 0;
     while (redlock__retry_in_flight(&c->retry) > 0 && ops->now_ns(c->tp.ctx) < deadline) {
         waited = 1;

@@ -244,7 +244,7 @@ int redlock_loop_attach(redlock_client *c, redlock_socket_fn socket_fn,
      * the watchdog's own thread closing some, idle fds are not kept
      * watched instead (flush_stale), and this hook, which is not for
      * other threads, stays unset. */
-    if (c->tp.ops == &redlock__net_ops && !c->event_loop_watchdog_thread)
+    if (c->tp.ops == &redlock__net_ops && !redlock__loop_pool_shared(loop))
         redlock__net_on_fd_closing(&c->net, redlock__fds_on_close, loop);
     return REDLOCK_OK;
 }

@@ -36,13 +36,13 @@ int redlock__fds_grow(redlock__loop *loop, int fd)
     return 0;
 }
 
-/* fd's task is done with it. It stays watched (sched.h), except with
- * the watchdog's own thread: then the loop stops watching it at the end
+/* fd's task is done with it. It stays watched (sched.h), except where
+ * other threads share the pool (redlock__loop_pool_shared): then the loop stops watching it at the end
  * of the call unless another task takes it first. */
 static void mark_stale(redlock__loop *loop, int fd)
 {
     loop->fd_owner[fd] = NULL;
-    if (!loop->c->event_loop_watchdog_thread || (loop->fd_events[fd] & STALE_LISTED))
+    if (!redlock__loop_pool_shared(loop) || (loop->fd_events[fd] & STALE_LISTED))
         return;
     if (loop->n_stale == loop->stale_cap) {
         size_t cap = loop->stale_cap ? 2 * loop->stale_cap : 64;

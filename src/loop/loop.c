@@ -438,8 +438,11 @@ int redlock__loop_freeing(const redlock__loop *loop, const redlock_lock *l)
 
 redlock__loop *redlock__loop_of(redlock_client *c)
 {
-    if (!c || !c->event_loop) {
-        redlock__fail(REDLOCK_EINVAL, "not a loop-driven client (options.event_loop)");
+    if (!c || !c->event_loop || redlock__io_elsewhere(c)) {
+        redlock__fail(REDLOCK_EINVAL, c && c->io_thread
+                                          ? "the client's I/O thread runs its loop "
+                                            "(options.io_thread)"
+                                          : "not a loop-driven client (options.event_loop)");
         return NULL;
     }
     if (!c->loop.loop) {
@@ -504,13 +507,13 @@ int redlock__task_start(redlock_client *c, redlock_lock *l, redlock__task_fn fn,
                         int64_t lease_ms, redlock_done_fn done, void *userdata)
 {
     return redlock__task_start_ex(c, l, fn, undo, owner, wait_ms, lease_ms, done, userdata,
-                                  NULL);
+                                  NULL, NULL);
 }
 
 int redlock__task_start_ex(redlock_client *c, redlock_lock *l, redlock__task_fn fn,
                            redlock__task_fn undo, uint64_t owner, int64_t wait_ms,
                            int64_t lease_ms, redlock_done_fn done, void *userdata,
-                           redlock__task **sync)
+                           redlock__task **sync, const uint64_t *cancels_seen)
 {
     redlock__loop *loop = c->loop.loop;
     redlock__task *t = loop->spare;
@@ -543,7 +546,8 @@ int redlock__task_start_ex(redlock_client *c, redlock_lock *l, redlock__task_fn 
     t->fn = fn;
     t->undo = undo;
     t->lock = l;
-    t->cancels = l ? __atomic_load_n(&l->cancels, __ATOMIC_ACQUIRE) : 0;
+    t->cancels = cancels_seen ? *cancels_seen
+                              : l ? __atomic_load_n(&l->cancels, __ATOMIC_ACQUIRE) : 0;
     t->owner = owner;
     t->wait_ms = wait_ms;
     t->lease_ms = lease_ms;

@@ -62,11 +62,20 @@ int redlock__task_start(redlock_client *c, redlock_lock *l, redlock__task_fn fn,
                         int64_t lease_ms, redlock_done_fn done, void *userdata);
 
 /* The same; with sync, *sync gets the task, which a blocking call then
- * drives to its end with redlock__loop_run(). */
+ * drives to its end with redlock__loop_run(). cancels_seen: the lock's
+ * cancel count when the call began, if that was before now (a call
+ * relayed from another thread); NULL: now. */
 int redlock__task_start_ex(redlock_client *c, redlock_lock *l, redlock__task_fn fn,
                            redlock__task_fn undo, uint64_t owner, int64_t wait_ms,
                            int64_t lease_ms, redlock_done_fn done, void *userdata,
-                           redlock__task **sync);
+                           redlock__task **sync, const uint64_t *cancels_seen);
+
+/* A blocking acquire (unlock == 0) or unlock relayed from another thread
+ * by the I/O thread (io_thread.c), started as a task whose outcome goes
+ * to done; cancels_seen as above. */
+int redlock__loop_start_relayed(redlock_client *c, redlock_lock *l, int unlock, uint64_t owner,
+                                int64_t wait_ms, int64_t lease_ms, uint64_t cancels_seen,
+                                redlock_done_fn done, void *userdata);
 
 /* Runs the loop itself (poll()) until the sync task t has ended; every
  * other operation makes progress meanwhile. Returns t's answer (its

@@ -36,11 +36,21 @@ int redlock__loop_run_sync(void *ud, redlock_lock *l, int unlock, uint64_t owner
 {
     redlock__task *t = NULL;
     int rc = redlock__task_start_ex(l->client, l, unlock ? unlock_fn : acquire_fn, NULL, owner,
-                                    wait_ms, lease_ms, NULL, NULL, &t);
+                                    wait_ms, lease_ms, NULL, NULL, &t, NULL);
 
     if (rc != REDLOCK_OK)
         return rc;
     return redlock__loop_run(ud, t);
+}
+
+int redlock__loop_start_relayed(redlock_client *c, redlock_lock *l, int unlock, uint64_t owner,
+                                int64_t wait_ms, int64_t lease_ms, uint64_t cancels_seen,
+                                redlock_done_fn done, void *userdata)
+{
+    /* No undo: the caller waits for the outcome, and its redlock_lock_free
+     * is relayed behind it. */
+    return redlock__task_start_ex(c, l, unlock ? unlock_fn : acquire_fn, NULL, owner, wait_ms,
+                                  lease_ms, done, userdata, NULL, &cancels_seen);
 }
 
 static int check(redlock_lock *l, uint64_t owner, redlock_done_fn done)

@@ -72,6 +72,15 @@ struct redlock__loop {
  */
 #define MAX_ACTIVE 64
 
+/* Whether threads other than the loop's use the pooled connections and
+ * may close them where no hook of the loop hears of it: the watchdog's
+ * own thread, or the callers of an I/O thread's client (their inspection
+ * calls). */
+static inline int redlock__loop_pool_shared(const redlock__loop *loop)
+{
+    return loop->c->event_loop_watchdog_thread || loop->c->io_thread;
+}
+
 /* What fd_events holds besides the REDLOCK_EV_* asked for. */
 #define EV_MASK (REDLOCK_EV_READ | REDLOCK_EV_WRITE)
 #define STALE_LISTED 0x80 /* on the stale list (fds.c) */

@@ -1,0 +1,395 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * A client with options.io_thread, against the fixture's real
+ * redis-server processes: many threads' blocking calls go through one
+ * thread and its pipelined connections, with the blocking calls'
+ * semantics: mutual exclusion and fencing, errors and member reports on
+ * the caller's thread, cancels from another thread, the watchdog and
+ * on_lost, and a clean end.
+ */
+#include <check.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "redlock/redlock.h"
+#include "rig_env.h"
+
+#define N_NODES 5
+#define N_THREADS 16
+
+static redlock_client *io_client(int watchdog_lease_ms)
+{
+    redlock_options o = {0};
+    redlock_client *c = NULL;
+
+    o.io_thread = 1;
+    o.node_timeout_ms = 500;
+    o.watchdog_lease_ms = watchdog_lease_ms;
+    ck_assert_int_eq(redlock_client_new(&c, rig_plain_uris(), N_NODES, &o), REDLOCK_OK);
+    return c;
+}
+
+static long connected_clients(size_t node)
+{
+    const char *info = rig_cli(node, "INFO clients");
+    const char *p = strstr(info, "connected_clients:");
+
+    ck_assert_ptr_nonnull(p);
+    return atol(p + strlen("connected_clients:"));
+}
+
+typedef struct worker {
+    redlock_client *c;
+    const char *name;
+    int cycles, failures;
+    int *inside;             /* threads in the critical section, shared name */
+    int overlaps;
+    uint64_t *last_token;    /* the last fencing token seen on the name */
+    int token_regressions;
+    pthread_mutex_t *mu;
+    long peak_connections;   /* node 0, sampled inside the critical section */
+} worker;
+
+static void *work(void *arg)
+{
+    worker *w = arg;
+    redlock_lock_options lo = {0};
+    redlock_lock *l = NULL;
+    int i;
+
+    lo.fencing = 1;
+    if (redlock_lock_new(w->c, w->name, &lo, &l) != REDLOCK_OK) {
+        w->failures = w->cycles;
+        return NULL;
+    }
+    for (i = 0; i < w->cycles; i++) {
+        uint64_t token = 0;
+
+        if (redlock_try_lock_for(l, 10000, 5000) != REDLOCK_OK) {
+            w->failures++;
+            continue;
+        }
+        if (redlock_lock_token(l, &token) != REDLOCK_OK)
+            w->failures++;
+        pthread_mutex_lock(w->mu);
+        if (++*w->inside > 1)
+            w->overlaps++;
+        if (token <= *w->last_token)
+            w->token_regressions++;
+        *w->last_token = token;
+        pthread_mutex_unlock(w->mu);
+        pthread_mutex_lock(w->mu);
+        --*w->inside;
+        pthread_mutex_unlock(w->mu);
+        if (redlock_unlock(l) != REDLOCK_OK)
+            w->failures++;
+    }
+    redlock_lock_free(l);
+    return NULL;
+}
+
+/* Sixteen threads on sixteen names: every call goes through the I/O
+ * thread, so node 0 sees a few connections of the client's, not one set
+ * per thread (a blocking client opens at least sixteen). */
+START_TEST(test_threads_share_connections)
+{
+    redlock_client *c = io_client(0);
+    pthread_t th[N_THREADS];
+    worker w[N_THREADS];
+    char names[N_THREADS][128];
+    int inside[N_THREADS] = {0};
+    uint64_t tokens[N_THREADS] = {0};
+    pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+    long before = connected_clients(0), during = 0;
+    int i, k;
+
+    for (i = 0; i < N_THREADS; i++) {
+        rig_unique_name(names[i], sizeof(names[i]), "io", "share");
+        w[i] = (worker){.c = c, .name = names[i], .cycles = 40, .inside = &inside[i],
+                        .last_token = &tokens[i], .mu = &mu};
+        ck_assert_int_eq(pthread_create(&th[i], NULL, work, &w[i]), 0);
+    }
+    for (k = 0; k < 20; k++) {
+        long now = connected_clients(0);
+
+        if (now > during)
+            during = now;
+        rig_sleep_ms(10);
+    }
+    for (i = 0; i < N_THREADS; i++) {
+        pthread_join(th[i], NULL);
+        ck_assert_int_eq(w[i].failures, 0);
+        ck_assert_int_eq(w[i].token_regressions, 0);
+    }
+    /* The mux connection, the subscriber, and perhaps one pooled set. */
+    ck_assert_msg(during - before <= 4, "node 0 had %ld connections more during the run",
+                  during - before);
+    redlock_client_free(c);
+}
+END_TEST
+
+/* Eight threads on one name: one holder at a time, tokens rising. */
+START_TEST(test_contended_mutual_exclusion)
+{
+    redlock_client *c = io_client(0);
+    pthread_t th[8];
+    worker w[8];
+    char name[128];
+    int inside = 0, i;
+    uint64_t last = 0;
+    pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+
+    rig_unique_name(name, sizeof(name), "io", "contended");
+    for (i = 0; i < 8; i++) {
+        w[i] = (worker){.c = c, .name = name, .cycles = 25, .inside = &inside,
+                        .last_token = &last, .mu = &mu};
+        ck_assert_int_eq(pthread_create(&th[i], NULL, work, &w[i]), 0);
+    }
+    for (i = 0; i < 8; i++) {
+        pthread_join(th[i], NULL);
+        ck_assert_int_eq(w[i].failures, 0);
+        ck_assert_int_eq(w[i].overlaps, 0);
+        ck_assert_int_eq(w[i].token_regressions, 0);
+    }
+    ck_assert_uint_gt(last, 0);
+    redlock_client_free(c);
+}
+END_TEST
+
+typedef struct try_result {
+    redlock_lock *l;
+    int rc;
+    char message[256];
+    redlock_member_report report;
+    int report_rc;
+} try_result;
+
+static void *try_once(void *arg)
+{
+    try_result *r = arg;
+
+    r->rc = redlock_acquire_as(r->l, 77, 0, 5000);
+    snprintf(r->message, sizeof(r->message), "%s", redlock_last_error());
+    r->report_rc = redlock_lock_report(r->l, 0, &r->report);
+    return NULL;
+}
+
+/* A refusal's code, message and member report reach the thread that
+ * called, not the I/O thread or another caller. */
+START_TEST(test_errors_and_reports_on_caller_thread)
+{
+    redlock_client *c = io_client(0);
+    redlock_lock *l = NULL;
+    char name[128];
+    pthread_t th;
+    try_result r = {0};
+    redlock_member_report mine;
+
+    rig_unique_name(name, sizeof(name), "io", "busy");
+    ck_assert_int_eq(redlock_lock_new(c, name, NULL, &l), REDLOCK_OK);
+    ck_assert_int_eq(redlock_acquire_as(l, 1, 0, 10000), REDLOCK_OK);
+    ck_assert_int_eq(redlock_lock_report(l, 0, &mine), REDLOCK_OK);
+    ck_assert_int_eq(mine.outcome, REDLOCK_MEMBER_GRANTED);
+    r.l = l;
+    ck_assert_int_eq(pthread_create(&th, NULL, try_once, &r), 0);
+    pthread_join(th, NULL);
+    ck_assert_int_eq(r.rc, REDLOCK_EBUSY);
+    ck_assert_msg(strstr(r.message, name) != NULL, "message: %s", r.message);
+    ck_assert_int_eq(r.report_rc, REDLOCK_OK);
+    ck_assert_int_eq(r.report.outcome, REDLOCK_MEMBER_HELD_ELSEWHERE);
+    ck_assert_int_gt(r.report.pttl_ms, 0);
+    /* This thread's own last error and report are untouched. */
+    ck_assert_int_eq(redlock_lock_report(l, 0, &mine), REDLOCK_OK);
+    ck_assert_int_eq(mine.outcome, REDLOCK_MEMBER_GRANTED);
+    ck_assert_int_eq(redlock_unlock_as(l, 2), REDLOCK_ENOT_OWNER);
+    ck_assert_int_eq(redlock_unlock_as(l, 1), REDLOCK_OK);
+    redlock_lock_free(l);
+    redlock_client_free(c);
+}
+END_TEST
+
+typedef struct waiter {
+    redlock_lock *l;
+    int rc;
+    int64_t took_ms;
+} waiter;
+
+static void *wait_long(void *arg)
+{
+    waiter *w = arg;
+    int64_t start = rig_now_ms();
+
+    w->rc = redlock_acquire_as(w->l, 9, 20000, 5000);
+    w->took_ms = rig_now_ms() - start;
+    return NULL;
+}
+
+/* A cancel from another thread ends a relayed wait. */
+START_TEST(test_cancel_from_other_thread)
+{
+    redlock_client *c = io_client(0);
+    redlock_lock *l = NULL;
+    char name[128];
+    pthread_t th;
+    waiter w = {0};
+
+    rig_unique_name(name, sizeof(name), "io", "cancel");
+    ck_assert_int_eq(redlock_lock_new(c, name, NULL, &l), REDLOCK_OK);
+    ck_assert_int_eq(redlock_acquire_as(l, 1, 0, 30000), REDLOCK_OK);
+    w.l = l;
+    ck_assert_int_eq(pthread_create(&th, NULL, wait_long, &w), 0);
+    rig_sleep_ms(300);
+    redlock_acquire_cancel(l);
+    pthread_join(th, NULL);
+    ck_assert_int_eq(w.rc, REDLOCK_ECANCELED);
+    ck_assert_int_lt(w.took_ms, 3000);
+    ck_assert_int_eq(redlock_unlock_as(l, 1), REDLOCK_OK);
+    redlock_lock_free(l);
+    redlock_client_free(c);
+}
+END_TEST
+
+typedef struct loss {
+    pthread_mutex_t mu;
+    int calls;
+    pthread_t thread;
+} loss;
+
+static void on_lost(void *ud, redlock_lock *l, uint64_t owner, int reason)
+{
+    loss *x = ud;
+
+    (void)l;
+    (void)owner;
+    (void)reason;
+    pthread_mutex_lock(&x->mu);
+    x->calls++;
+    x->thread = pthread_self();
+    pthread_mutex_unlock(&x->mu);
+}
+
+/* The watchdog renews from the I/O thread, and a loss is reported there
+ * at once. */
+START_TEST(test_watchdog_and_on_lost)
+{
+    redlock_client *c = io_client(1500);
+    redlock_lock *l = NULL;
+    char name[128], cmd[256];
+    loss x = {.mu = PTHREAD_MUTEX_INITIALIZER};
+    int64_t deadline;
+    size_t i;
+    int calls;
+
+    rig_unique_name(name, sizeof(name), "io", "watchdog");
+    ck_assert_int_eq(redlock_lock_new(c, name, NULL, &l), REDLOCK_OK);
+    redlock_lock_set_on_lost(l, on_lost, &x);
+    ck_assert_int_eq(redlock_lock_acquire(l), REDLOCK_OK);
+    /* Two leases: held only if renewed. */
+    rig_sleep_ms(3000);
+    snprintf(cmd, sizeof(cmd), "PTTL %s", name);
+    ck_assert_int_gt(atol(rig_cli(0, cmd)), 0);
+    snprintf(cmd, sizeof(cmd), "DEL %s", name);
+    for (i = 0; i < N_NODES; i++)
+        rig_cli(i, cmd);
+    deadline = rig_now_ms() + 3000;
+    do {
+        rig_sleep_ms(20);
+        pthread_mutex_lock(&x.mu);
+        calls = x.calls;
+        pthread_mutex_unlock(&x.mu);
+    } while (calls == 0 && rig_now_ms() < deadline);
+    ck_assert_int_eq(calls, 1);
+    ck_assert(!pthread_equal(x.thread, pthread_self()));
+    ck_assert_int_eq(redlock_unlock(l), REDLOCK_ELOST);
+    redlock_lock_free(l);
+    redlock_client_free(c);
+}
+END_TEST
+
+static void never_done(void *ud, redlock_lock *l, int rc, const char *message)
+{
+    (void)ud;
+    (void)l;
+    (void)rc;
+    (void)message;
+}
+
+static void no_socket(void *ud, int fd, int events)
+{
+    (void)ud;
+    (void)fd;
+    (void)events;
+}
+
+static void no_timer(void *ud, int64_t ms)
+{
+    (void)ud;
+    (void)ms;
+}
+
+/* The loop belongs to the I/O thread: the event-loop calls are refused
+ * elsewhere, and the option excludes event_loop. */
+START_TEST(test_loop_api_refused)
+{
+    redlock_client *c = io_client(0), *bad = NULL;
+    redlock_options o = {0};
+    redlock_lock *l = NULL;
+    char name[128];
+
+    rig_unique_name(name, sizeof(name), "io", "refused");
+    ck_assert_int_eq(redlock_lock_new(c, name, NULL, &l), REDLOCK_OK);
+    ck_assert_int_eq(redlock_acquire_async(l, 1, 0, 1000, never_done, NULL), REDLOCK_EINVAL);
+    ck_assert_ptr_nonnull(strstr(redlock_last_error(), "io_thread"));
+    ck_assert_int_eq(redlock_loop_action(c, REDLOCK_EV_TIMEOUT, 0), REDLOCK_EINVAL);
+    ck_assert_int_eq(redlock_loop_attach(c, no_socket, no_timer, NULL), REDLOCK_EINVAL);
+    o.io_thread = 1;
+    o.event_loop = 1;
+    ck_assert_int_eq(redlock_client_new(&bad, rig_plain_uris(), N_NODES, &o), REDLOCK_EINVAL);
+    ck_assert_ptr_null(bad);
+    redlock_lock_free(l);
+    redlock_client_free(c);
+}
+END_TEST
+
+/* Freeing the client with a hold and a handle still live ends cleanly:
+ * the I/O thread is joined and nothing of the client's is left running. */
+START_TEST(test_free_ends_thread)
+{
+    int round;
+
+    for (round = 0; round < 20; round++) {
+        redlock_client *c = io_client(0);
+        redlock_lock *l = NULL;
+        char name[128];
+
+        rig_unique_name(name, sizeof(name), "io", "free");
+        ck_assert_int_eq(redlock_lock_new(c, name, NULL, &l), REDLOCK_OK);
+        ck_assert_int_eq(redlock_acquire_as(l, 1, 0, 2000), REDLOCK_OK);
+        ck_assert_int_eq(redlock_unlock_as(l, 1), REDLOCK_OK);
+        redlock_lock_free(l);
+        redlock_client_free(c);
+    }
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("io_thread");
+    SRunner *sr;
+    int failed;
+
+    RIG_ADD_CASE(s, test_threads_share_connections, 120);
+    RIG_ADD_CASE(s, test_contended_mutual_exclusion, 120);
+    RIG_ADD_CASE(s, test_errors_and_reports_on_caller_thread, 60);
+    RIG_ADD_CASE(s, test_cancel_from_other_thread, 60);
+    RIG_ADD_CASE(s, test_watchdog_and_on_lost, 60);
+    RIG_ADD_CASE(s, test_loop_api_refused, 60);
+    RIG_ADD_CASE(s, test_free_ends_thread, 60);
+    sr = srunner_create(s);
+    srunner_run_all(sr, CK_NORMAL);
+    failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}

@@ -308,6 +308,99 @@ START_TEST(test_watchdog_and_on_lost)
 }
 END_TEST
 
+static redlock_lock *kind_lock(redlock_client *c, const char *name, int kind)
+{
+    redlock_lock_options lo = {0};
+    redlock_lock *l = NULL;
+
+    lo.kind = kind;
+    ck_assert_int_eq(redlock_lock_new(c, name, &lo, &l), REDLOCK_OK);
+    return l;
+}
+
+typedef struct fair_waiter {
+    redlock_lock *l;
+    uint64_t owner;
+    int rc;
+    int *order, *next;
+    pthread_mutex_t *mu;
+} fair_waiter;
+
+static void *wait_fair(void *arg)
+{
+    fair_waiter *w = arg;
+
+    w->rc = redlock_acquire_as(w->l, w->owner, 10000, 5000);
+    pthread_mutex_lock(w->mu);
+    *w->order = (*w->next)++;
+    pthread_mutex_unlock(w->mu);
+    if (w->rc == REDLOCK_OK)
+        w->rc = redlock_unlock_as(w->l, w->owner);
+    return NULL;
+}
+
+/* Read-write locks, semaphore permits and the fair lock's queue go through
+ * the I/O thread with their own semantics. */
+START_TEST(test_every_kind)
+{
+    redlock_client *c = io_client(0);
+    char name[128], fname[128];
+    redlock_lock *rd, *wr, *fair;
+    redlock_semaphore *sem = NULL;
+    redlock_permit *p1 = NULL, *p2 = NULL, *p3 = NULL;
+    fair_waiter w[2];
+    pthread_t th[2];
+    pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+    int order[2] = {-1, -1}, next = 0, i;
+
+    rig_unique_name(name, sizeof(name), "io", "rw");
+    rd = kind_lock(c, name, REDLOCK_LOCK_READ);
+    wr = kind_lock(c, name, REDLOCK_LOCK_WRITE);
+    ck_assert_int_eq(redlock_acquire_as(rd, 1, 0, 5000), REDLOCK_OK);
+    ck_assert_int_eq(redlock_acquire_as(rd, 2, 0, 5000), REDLOCK_OK);
+    ck_assert_int_eq(redlock_acquire_as(wr, 3, 0, 5000), REDLOCK_EBUSY);
+    ck_assert_int_eq(redlock_unlock_as(rd, 1), REDLOCK_OK);
+    ck_assert_int_eq(redlock_unlock_as(rd, 2), REDLOCK_OK);
+    ck_assert_int_eq(redlock_acquire_as(wr, 3, 0, 5000), REDLOCK_OK);
+    ck_assert_int_eq(redlock_unlock_as(wr, 3), REDLOCK_OK);
+    redlock_lock_free(rd);
+    redlock_lock_free(wr);
+
+    rig_unique_name(name, sizeof(name), "io", "sem");
+    ck_assert_int_eq(redlock_semaphore_new(c, name, 2, NULL, &sem), REDLOCK_OK);
+    ck_assert_int_eq(redlock_semaphore_acquire(sem, 1, 0, 5000, &p1), REDLOCK_OK);
+    ck_assert_int_eq(redlock_semaphore_acquire(sem, 1, 0, 5000, &p2), REDLOCK_OK);
+    ck_assert_int_eq(redlock_semaphore_acquire(sem, 1, 0, 5000, &p3), REDLOCK_EBUSY);
+    ck_assert_ptr_null(p3);
+    ck_assert_int_eq(redlock_semaphore_release(p1), REDLOCK_OK);
+    ck_assert_int_eq(redlock_semaphore_acquire(sem, 1, 0, 5000, &p3), REDLOCK_OK);
+    ck_assert_int_eq(redlock_semaphore_release(p2), REDLOCK_OK);
+    ck_assert_int_eq(redlock_semaphore_release(p3), REDLOCK_OK);
+    redlock_semaphore_free(sem);
+
+    /* Two waiters queue 300 ms apart behind a holder: the first comes
+     * first, woken by the release through the loop's subscriber. */
+    rig_unique_name(fname, sizeof(fname), "io", "fair");
+    fair = kind_lock(c, fname, REDLOCK_LOCK_FAIR);
+    ck_assert_int_eq(redlock_acquire_as(fair, 1, 0, 10000), REDLOCK_OK);
+    for (i = 0; i < 2; i++) {
+        w[i] = (fair_waiter){.l = fair, .owner = (uint64_t)i + 10, .order = &order[i],
+                             .next = &next, .mu = &mu};
+        ck_assert_int_eq(pthread_create(&th[i], NULL, wait_fair, &w[i]), 0);
+        rig_sleep_ms(300);
+    }
+    ck_assert_int_eq(redlock_unlock_as(fair, 1), REDLOCK_OK);
+    for (i = 0; i < 2; i++) {
+        pthread_join(th[i], NULL);
+        ck_assert_int_eq(w[i].rc, REDLOCK_OK);
+    }
+    ck_assert_int_eq(order[0], 0);
+    ck_assert_int_eq(order[1], 1);
+    redlock_lock_free(fair);
+    redlock_client_free(c);
+}
+END_TEST
+
 static void never_done(void *ud, redlock_lock *l, int rc, const char *message)
 {
     (void)ud;
@@ -385,6 +478,7 @@ int main(void)
     RIG_ADD_CASE(s, test_errors_and_reports_on_caller_thread, 60);
     RIG_ADD_CASE(s, test_cancel_from_other_thread, 60);
     RIG_ADD_CASE(s, test_watchdog_and_on_lost, 60);
+    RIG_ADD_CASE(s, test_every_kind, 60);
     RIG_ADD_CASE(s, test_loop_api_refused, 60);
     RIG_ADD_CASE(s, test_free_ends_thread, 60);
     sr = srunner_create(s);

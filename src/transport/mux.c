@@ -155,6 +155,7 @@ void redlock__mux_run(redlock__mux *m)
     size_t i;
 
     m->thread = pthread_self();
+    m->runner = redlock__wait_runner();
     __atomic_store_n(&m->running, pfd && idx, __ATOMIC_RELEASE);
     while (pfd && idx) {
         size_t n = 0;
@@ -286,7 +287,10 @@ int redlock__mux_running(const redlock__mux *m)
 
 int redlock__mux_usable(const redlock__mux *m)
 {
+    /* Only a fiber of the reader's own loop: a fiber of another client's
+     * loop on this thread (its on_lost calling this client) would wait
+     * for a wake-up the reader never sends it. */
     return m && __atomic_load_n(&m->running, __ATOMIC_ACQUIRE) &&
            !__atomic_load_n(&m->closing, __ATOMIC_ACQUIRE) && redlock__wait_parks() &&
-           pthread_equal(m->thread, pthread_self());
+           pthread_equal(m->thread, pthread_self()) && redlock__wait_runner() == m->runner;
 }

@@ -45,8 +45,8 @@ int redlock__mux_running(const redlock__mux *m);
 /* After the reader returned (or never ran). NULL: nothing. */
 void redlock__mux_free(redlock__mux *m);
 
-/* Whether the calling code may fan out through m: a fiber of the thread
- * whose reader runs, before redlock__mux_close(). */
+/* Whether the calling code may fan out through m: a fiber of the loop
+ * whose fiber the reader is, before redlock__mux_close(). */
 int redlock__mux_usable(const redlock__mux *m);
 
 /* Reads the replies that settle the mux's ledger entries until none is

@@ -52,6 +52,9 @@ struct redlock__mux {
     const redlock__settle_hook *hook;
     uint64_t *failures;
     pthread_t thread;             /* the reader's */
+    /* The loop whose fiber the reader is (redlock__wait_runner()): it
+     * wakes only that loop's fibers. */
+    const void *runner;
     int running, closing;         /* atomics */
 };
 

@@ -378,6 +378,84 @@ START_TEST(test_callback_starts_on_other_client)
 }
 END_TEST
 
+static int64_t other_took_ms;
+
+static void block_on_other_client(void *ud, redlock_lock *l, uint64_t owner, int reason)
+{
+    int64_t t0 = rig_now_ms();
+
+    (void)ud, (void)l, (void)owner, (void)reason;
+    other_rc = redlock_acquire_as(on_other_client, 7, 0, 30000);
+    if (other_rc == REDLOCK_OK)
+        other_rc = redlock_unlock_as(on_other_client, 7);
+    other_took_ms = rig_now_ms() - t0;
+    started_other++;
+}
+
+/* 5e. The same callback makes a blocking acquire and unlock on the other
+ *     client: they run in the callback's fiber, so they must wait the way
+ *     that fiber's loop can wake them, not on the other client's shared
+ *     connections, whose reader wakes only its own loop's tasks. Both
+ *     loops are driven, as a program with two clients on one loop would. */
+START_TEST(test_blocking_call_on_other_client)
+{
+    redlock_options o = {0};
+    redlock_client *other = NULL;
+    redlock_poll_loop pl;
+    result r, u;
+    redlock_lock *l;
+    char name[64], name2[64], args[256];
+    int64_t end;
+    size_t i;
+
+    loop_client(0, 1500);
+    o.event_loop = 1;
+    ck_assert_int_eq(redlock_client_new(&other, rig_plain_uris(), N_NODES, &o), REDLOCK_OK);
+    ck_assert_int_eq(redlock_poll_attach(&pl, other), REDLOCK_OK);
+    rig_unique_name(name, sizeof(name), "loop", "cbblock");
+    rig_unique_name(name2, sizeof(name2), "loop", "cbblockother");
+    ck_assert_int_eq(redlock_lock_new(other, name2, NULL, &on_other_client), REDLOCK_OK);
+    started_other = 0;
+    other_rc = -1;
+    l = new_lock(name);
+    redlock_lock_set_on_lost(l, block_on_other_client, NULL);
+    start_acquire(l, 1, 0, 0, &r);
+    ck_assert(run_until(&r.done, 5000));
+    ck_assert_msg(r.rc == REDLOCK_OK, "%s", r.msg);
+    /* A request to the other client's nodes, so its shared connections
+     * exist and its reader runs. */
+    memset(&u, 0, sizeof(u));
+    ck_assert_int_eq(redlock_acquire_async(on_other_client, 8, 0, 30000, on_done, &u), REDLOCK_OK);
+    for (end = rig_now_ms() + 3000; !u.done && rig_now_ms() < end;)
+        redlock_poll_run_once(&pl, 10);
+    ck_assert_int_eq(u.rc, REDLOCK_OK);
+    memset(&u, 0, sizeof(u));
+    ck_assert_int_eq(redlock_unlock_async(on_other_client, 8, on_done, &u), REDLOCK_OK);
+    for (end = rig_now_ms() + 3000; !u.done && rig_now_ms() < end;)
+        redlock_poll_run_once(&pl, 10);
+    ck_assert_int_eq(u.rc, REDLOCK_OK);
+    take_over_everywhere(name);
+    for (end = rig_now_ms() + 5000; !started_other && rig_now_ms() < end;) {
+        run_until(&started_other, 5);
+        redlock_poll_run_once(&pl, 5);
+    }
+    ck_assert_msg(started_other == 1, "the callback's blocking calls never ended");
+    ck_assert_msg(other_rc == REDLOCK_OK, "rc %d after %lld ms", other_rc,
+                  (long long)other_took_ms);
+    ck_assert_int_lt(other_took_ms, 1000);
+    redlock_lock_free(on_other_client);
+    redlock_client_free(other);
+    redlock_poll_free(&pl);
+    start_unlock(l, 1, &u);
+    ck_assert(run_until(&u.done, 3000));
+    redlock_lock_free(l);
+    redlock_client_free(L.c);
+    snprintf(args, sizeof(args), "DEL %s", name);
+    for (i = 0; i < N_NODES; i++)
+        rig_cli(i, args);
+}
+END_TEST
+
 /* 6. Cancel: before the loop ever turned, while waiting for a holder, in
  *    the middle of an attempt to a frozen majority, and after the end (no
  *    effect). */
@@ -593,6 +671,7 @@ int main(void)
     RIG_ADD_CASE(s, test_free_from_on_lost_while_pending, 30);
     RIG_ADD_CASE(s, test_cancel_before_admission, 30);
     RIG_ADD_CASE(s, test_callback_starts_on_other_client, 30);
+    RIG_ADD_CASE(s, test_blocking_call_on_other_client, 30);
     RIG_ADD_CASE(s, test_cancel_in_every_state, 30);
     RIG_ADD_CASE(s, test_free_while_pending, 30);
     RIG_ADD_CASE(s, test_blocking_call_meets_a_parked_renewal, 30);

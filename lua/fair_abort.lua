@@ -5,6 +5,12 @@
 -- back where the ticket puts it, so the waiter stays first and nobody
 -- behind it is woken for a grant that must go to it. Without a ticket an
 -- undone grant wakes the next waiter.
+-- Only the grant's receipt (fair_acquire.lua) gives a place back, with the
+-- lapse it had: an abort can land long after it was sent (a frozen node,
+-- the background queue), when the waiter has left or been served, and a
+-- ticket alone would then queue a waiter that is gone, ahead of the live
+-- ones, until its place lapsed. A grant to a waiter that was not queued
+-- here leaves no receipt, and its abort queues nobody.
 --
 -- KEYS[1]  lock name
 -- KEYS[2]  release channel prefix, redisson_lock__channel:{NAME}
@@ -17,7 +23,9 @@
 -- ARGV[2]  lease in ms: how long the mark stays
 -- ARGV[3]  owner field <client-id>:<owner-id>
 -- ARGV[4]  the waiter's ticket when it goes on waiting, else ""
--- ARGV[5]  how long a waiter's place lasts without a renewal (ms)
+-- ARGV[5]  how long a waiter's place lasts without a renewal (ms); unused
+--          since a place comes back with its own lapse (kept so the call
+--          is the same)
 --
 -- Returns 0 nothing to undo (or a replay), 1 the grant was undone.
 -- The first waiter whose place has not lapsed, dropping lapsed ones (as
@@ -62,7 +70,9 @@ end
 redis.call('del', KEYS[1])
 local t = redis.call('time')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-if ARGV[4] ~= '' and not redis.call('zscore', KEYS[7], ARGV[3]) then
+local receipt = tonumber(redis.call('zscore', KEYS[7], ARGV[3]) or '')
+if receipt and receipt < 0 then redis.call('zrem', KEYS[7], ARGV[3]) end
+if ARGV[4] ~= '' and receipt and -receipt > now then
     -- Back in ticket order (fair_acquire.lua's enqueue): after the last
     -- entry that is a Redisson waiter's or has a smaller (ticket, field).
     local ticket = tonumber(ARGV[4])
@@ -84,7 +94,7 @@ if ARGV[4] ~= '' and not redis.call('zscore', KEYS[7], ARGV[3]) then
     else
         redis.call('rpush', KEYS[4], ARGV[3])
     end
-    local lapse = now + tonumber(ARGV[5])
+    local lapse = -receipt
     redis.call('zadd', KEYS[7], lapse, ARGV[3])
     redis.call('zadd', KEYS[5], lapse + 600000, ARGV[3])
     redis.call('zadd', KEYS[6], ARGV[4], ARGV[3])

@@ -14,7 +14,8 @@
 -- KEYS[5]  our waiters' tickets, redlock_fair:{NAME}: a sorted set of
 --          fields scored by ticket (fair_ticket.lua)
 -- KEYS[6]  when our waiters' places lapse, redlock_fairlapse:{NAME}: a
---          sorted set of fields scored by ms of the node's clock
+--          sorted set of fields scored by ms of the node's clock; a
+--          negative score -L is no place but a grant's receipt (below)
 -- KEYS[7]  (optional) fencing token key, redisson_lock_token:{NAME}
 -- ARGV[1]  lease in ms
 -- ARGV[2]  owner field <client-id>:<owner-id>
@@ -32,7 +33,11 @@
 -- waiter's every attempt renews its place (or puts it back by its
 -- ticket); places whose time lapsed leave first, as in Redisson (entries
 -- without a timeout too). The lock is granted when it is free and nobody
--- else is first; the grant takes the caller out of the queue.
+-- else is first; the grant takes the caller out of the queue, leaving in
+-- KEYS[6] its lapse L scored -L: the receipt an abort of this grant needs
+-- to give the place back (fair_abort.lua). A leave or a release drops the
+-- receipt, so an abort that lands after them cannot make a place for a
+-- waiter that is gone.
 --
 -- Returns as acquire.lua: {token, generation} held; when refused, the
 -- holder's PTTL, or while the lock is free but another waiter is first,
@@ -116,6 +121,10 @@ local function enqueue()
     redis.call('zadd', KEYS[6], lapse, ARGV[2])
     redis.call('zadd', KEYS[4], lapse + 600000, ARGV[2])
     redis.call('zadd', KEYS[5], ARGV[5], ARGV[2])
+    -- Receipts whose place would have lapsed by now are of no use to an
+    -- abort; those of holders that never released go here, once per new
+    -- place rather than once per grant.
+    redis.call('zremrangebyscore', KEYS[6], '(' .. -now, 0)
 end
 local genf = ARGV[2] .. ':gen'
 if present then
@@ -177,7 +186,7 @@ elseif first then
     redis.call('lrem', KEYS[3], 0, first)
     redis.call('zrem', KEYS[4], first)
     redis.call('zrem', KEYS[5], first)
-    redis.call('zrem', KEYS[6], first)
+    redis.call('zadd', KEYS[6], -lapse, first)
 end
 redis.call('hset', KEYS[1], ARGV[2], 1, genf, ARGV[3])
 redis.call('pexpire', KEYS[1], ARGV[1])

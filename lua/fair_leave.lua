@@ -43,6 +43,8 @@ local was_first = first_waiter(KEYS[3], KEYS[4], KEYS[5], KEYS[6], now) == ARGV[
 local removed = redis.call('lrem', KEYS[3], 0, ARGV[2])
 redis.call('zrem', KEYS[4], ARGV[2])
 redis.call('zrem', KEYS[5], ARGV[2])
+-- Also the receipt of a late grant here (fair_acquire.lua), so that
+-- grant's abort, owed and landing after this, gives no place back.
 redis.call('zrem', KEYS[6], ARGV[2])
 if was_first and redis.call('exists', KEYS[1]) == 0 then
     local next = first_waiter(KEYS[3], KEYS[4], KEYS[5], KEYS[6], now)

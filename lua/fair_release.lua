@@ -50,13 +50,16 @@ end
 -- free (deleted: the caller has just deleted it).
 local function leave_and_wake(deleted)
     -- A place of ours has its lapse while any part of it is left
-    -- (Redisson's scripts drop only the list and timeout entries).
-    if redis.call('zscore', KEYS[7], ARGV[3]) then
+    -- (Redisson's scripts drop only the list and timeout entries). A
+    -- negative one is only the receipt of the grant that took the place
+    -- (fair_acquire.lua): once released, no abort may give that back.
+    local lapse = redis.call('zscore', KEYS[7], ARGV[3])
+    if lapse and tonumber(lapse) >= 0 then
         redis.call('lrem', KEYS[4], 0, ARGV[3])
         redis.call('zrem', KEYS[5], ARGV[3])
         redis.call('zrem', KEYS[6], ARGV[3])
-        redis.call('zrem', KEYS[7], ARGV[3])
     end
+    if lapse then redis.call('zrem', KEYS[7], ARGV[3]) end
     if not deleted and redis.call('exists', KEYS[1]) == 1 then return end
     local t = redis.call('time')
     local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
@@ -70,7 +73,7 @@ if not h[1] then
     for id in string.gmatch(ARGV[5], '[^,]+') do
         redis.call('set', prefix .. id, 'x', 'nx', 'px', ARGV[2])
     end
-    if redis.call('zscore', KEYS[5], ARGV[3]) then leave_and_wake() end
+    if redis.call('zscore', KEYS[7], ARGV[3]) then leave_and_wake() end
     return nil
 end
 local v = h[2] or ''

@@ -399,9 +399,14 @@ int redlock__attempt(redlock_lock *l, const char *field, int64_t lease_ms, int r
     if (rc != REDLOCK_OK)
         /* Failed: undo on every member that may have granted, including
          * those that timed out or were never heard from. A fair waiter
-         * with time left gets back the places its grants took. */
+         * with time left that lost a race gets back the places its grants
+         * took. One that won a quorum too late (validity gone, fence
+         * short) does not: it was first and served, and keeping the head
+         * for a waiter whose grants keep coming back too late would starve
+         * everyone behind it. Its ticket still ranks it on its next try. */
         redlock__abort_members(l, field, request_id, lease_ms,
-                               wait_left_ms != 0 ? ticket : NULL, a.may_hold);
+                               wait_left_ms != 0 && tally.granted < l->quorum ? ticket : NULL,
+                               a.may_hold);
     log_attempt(l, &a, res, rc);
     free(a.answer);
     return rc;

@@ -458,6 +458,40 @@ static void child_queue_up(const char *name, int rfd)
     _exit(redlock_acquire_as(l, CHILD_OWNER, 30000, LEASE_MS) == REDLOCK_OK ? 5 : 0);
 }
 
+/* The field at the head of node 0's queue, which must end in suffix (a
+ * child's owner id: its client id is its own). */
+static void head_field(probe *p, char *out, size_t cap, const char *suffix)
+{
+    redisReply *r = ask(p, 0, "LINDEX %s %s", p->queue, "0");
+
+    ck_assert_int_eq(r->type, REDIS_REPLY_STRING);
+    snprintf(out, cap, "%s", r->str);
+    freeReplyObject(r);
+    ck_assert_str_eq(strrchr(out, ':'), suffix);
+}
+
+/* Forks a child that runs body(name, read end of a pipe) and never
+ * returns; *go gets the write end, on which one byte starts it. Forked
+ * before this process has a client (and its threads). */
+static pid_t fork_child(void (*body)(const char *, int), const char *name, int *go)
+{
+    int fds[2];
+    pid_t pid;
+
+    rig_plain_uris(); /* read the rig file before forking */
+    ck_assert_int_eq(pipe(fds), 0);
+    pid = fork();
+    ck_assert_int_ge(pid, 0);
+    if (pid == 0) {
+        close(fds[1]);
+        body(name, fds[0]);
+        _exit(6);
+    }
+    close(fds[0]);
+    *go = fds[1];
+    return pid;
+}
+
 START_TEST(test_dead_waiter_at_head)
 {
     redlock_client *c;
@@ -471,15 +505,7 @@ START_TEST(test_dead_waiter_at_head)
     pid_t pid;
 
     rig_unique_name(name, sizeof(name), "fair", "dead");
-    rig_plain_uris(); /* read the rig file before forking */
-    ck_assert_int_eq(pipe(to_child), 0);
-    pid = fork(); /* before this process has a client (and its threads) */
-    ck_assert_int_ge(pid, 0);
-    if (pid == 0) {
-        close(to_child[1]);
-        child_queue_up(name, to_child[0]);
-    }
-    close(to_child[0]);
+    pid = fork_child(child_queue_up, name, &to_child[1]);
     probe_open(&p, N_NODES, name);
     c = client_over(N_NODES);
     holder = fair_handle(c, name, SHORT_PLACE_MS, 0);
@@ -488,11 +514,7 @@ START_TEST(test_dead_waiter_at_head)
     acquire_ok(holder, HOLDER, 0, LEASE_MS);
     ck_assert_int_eq(write(to_child[1], "g", 1), 1);
     ck_assert_msg(wait_queue_len(&p, 1, 5000) >= 0, "the child never queued");
-    r = ask(&p, 0, "LINDEX %s %s", p.queue, "0");
-    ck_assert_int_eq(r->type, REDIS_REPLY_STRING);
-    snprintf(child_field, sizeof(child_field), "%s", r->str);
-    freeReplyObject(r);
-    ck_assert_str_eq(strrchr(child_field, ':'), ":77");
+    head_field(&p, child_field, sizeof(child_field), ":77");
     bg_start(&b, second, W1, 15000);
     ck_assert_msg(wait_queue_len(&p, 2, 5000) >= 0, "the second waiter never queued");
     r = ask(&p, 0, "LINDEX %s %s", p.queue, "0");
@@ -910,6 +932,18 @@ END_TEST
 
 #define DEAD_HEAD_MS 1500
 
+/* Joins b, which must have been granted within ms of since_us (what
+ * happened then: `event`). */
+static void joined_granted_within(bg_acquire *b, int64_t since_us, int64_t ms, const char *event)
+{
+    pthread_join(b->th, NULL);
+    fprintf(stderr, "%s: the waiter granted %lld ms after it\n", event,
+            (long long)((b->done_us - since_us) / 1000));
+    ck_assert_msg(b->rc == REDLOCK_OK, "%s: waiter: %s", event, redlock_err_name(b->rc));
+    ck_assert_msg(b->done_us - since_us <= ms * 1000, "%s: the waiter was granted %lld ms after it",
+                  event, (long long)((b->done_us - since_us) / 1000));
+}
+
 START_TEST(test_next_waiter_woken_when_dead_head_dropped)
 {
     redlock_client *c = client_over(1);
@@ -951,13 +985,7 @@ START_TEST(test_next_waiter_woken_when_dead_head_dropped)
     /* Another owner's try finds the lock free and the dead head lapsed. */
     tried_us = rig_now_us();
     acquire_busy(late, W2);
-    pthread_join(b.th, NULL);
-    fprintf(stderr, "dead head: the next waiter granted %lld ms after the try that dropped it\n",
-            (long long)((b.done_us - tried_us) / 1000));
-    ck_assert_msg(b.rc == REDLOCK_OK, "waiter: %s", redlock_err_name(b.rc));
-    ck_assert_msg(b.done_us - tried_us <= 1000 * 1000,
-                  "the waiter was granted %lld ms after the dead head was dropped",
-                  (long long)((b.done_us - tried_us) / 1000));
+    joined_granted_within(&b, tried_us, 1000, "dead head: the try that dropped it");
     unlock_ok(w, W1);
     ck_assert_int_ge(wait_all_empty(&p, 3000), 0);
     redlock_lock_free(holder);
@@ -1028,6 +1056,234 @@ START_TEST(test_failed_attempt_keeps_place)
     redlock_lock_free(holder);
     redlock_lock_free(w1);
     redlock_lock_free(w2);
+    redlock_client_free(c);
+    probe_close(&p);
+}
+END_TEST
+
+/* ------------------------------------------------------------------------ */
+/* 5h. An abort that lands after its waiter left gives no place back. A
+ *     waiter on another client (written here with the library's own
+ *     scripts, by EVAL, in the order a frozen node or the background queue
+ *     may deliver them) queues ahead of a real one; the holder's release
+ *     wakes only it; then its late grant lands, then its leave, then the
+ *     grant's abort, owed since the attempt failed elsewhere and still
+ *     carrying the ticket. The real waiter must be woken by that abort
+ *     and granted, not left behind a place for nobody until it lapses.
+ *     Long places: the real waiter renews only every 10 s. */
+
+#define GONE_FIELD "gone-client:7"
+#define GONE_TICKET "1"
+#define GONE_PLACE "30000"
+
+/* One of the gone waiter's messages: lua/<file> by EVAL on node 0. */
+static long long gone_says(const char *file, int nkeys, int argc, const char *const *argv)
+{
+    redisReply *r = eval_file(0, file, nkeys, argc, argv);
+    long long v = r->type == REDIS_REPLY_INTEGER ? r->integer
+                  : r->type == REDIS_REPLY_ARRAY && r->elements > 0 &&
+                          r->element[0]->type == REDIS_REPLY_INTEGER
+                      ? r->element[0]->integer
+                      : -100;
+
+    ck_assert_msg(r->type != REDIS_REPLY_ERROR, "%s: %s", file, r->str);
+    freeReplyObject(r);
+    return v;
+}
+
+/* The gone waiter's fair_acquire.lua request id (32 hex, sequence first). */
+static long long gone_acquire(probe *p, const char *lapses, const char *id)
+{
+    char latch[192];
+    const char *argv[] = {p->name, latch, p->queue, p->timeouts, p->tickets, lapses,
+                          "10000", GONE_FIELD, id, "1", GONE_TICKET, GONE_PLACE};
+
+    snprintf(latch, sizeof(latch), "redlock_latch:{%s}:%s", p->name, id);
+    return gone_says("fair_acquire.lua", 6, 12, argv);
+}
+
+START_TEST(test_late_abort_after_leave_no_ghost)
+{
+    redlock_client *c = client_over(1);
+    redlock_lock *holder, *w;
+    char name[64], lapses[128], channel[128], latch[192], wf[FIELD_CAP];
+    const char *queued_id = "000000000001aaaaaaaaaaaaaaaaaaaa";
+    const char *late_id = "000000000002bbbbbbbbbbbbbbbbbbbb";
+    int64_t aborted_us;
+    redisReply *r;
+    bg_acquire b;
+    probe p;
+
+    rig_unique_name(name, sizeof(name), "fair", "lateabort");
+    probe_open(&p, 1, name);
+    snprintf(lapses, sizeof(lapses), "redlock_fairlapse:{%s}", name);
+    snprintf(channel, sizeof(channel), "redisson_lock__channel:{%s}", name);
+    snprintf(latch, sizeof(latch), "redlock_latch:{%s}:%s", name, late_id);
+    holder = fair_handle(c, name, 30000, 0);
+    w = fair_handle(c, name, 30000, 0);
+    rig_field_of(c, W1, wf, sizeof(wf));
+    acquire_ok(holder, HOLDER, 0, LEASE_MS);
+    /* The gone waiter queues first (refused: held), then the real one. */
+    ck_assert_int_gt(gone_acquire(&p, lapses, queued_id), 0);
+    bg_start(&b, w, W1, 8000);
+    ck_assert_msg(wait_queue_len(&p, 2, 5000) >= 0, "the real waiter never queued");
+    r = ask(&p, 0, "LINDEX %s %s", p.queue, "0");
+    ck_assert_str_eq(r->str, GONE_FIELD);
+    freeReplyObject(r);
+    /* The release wakes the gone waiter only. */
+    unlock_ok(holder, HOLDER);
+    /* Its late grant: first, and the lock is free. */
+    ck_assert_int_eq(gone_acquire(&p, lapses, late_id), 0);
+    ck_assert_int_eq(ask_int(&p, 0, "HEXISTS %s %s", name, GONE_FIELD), 1);
+    /* Its leave: it ended its wait (the attempt failed on a quorum). */
+    {
+        const char *argv[] = {name, channel, p.queue, p.timeouts, p.tickets, lapses, "0",
+                              GONE_FIELD};
+
+        gone_says("fair_leave.lua", 6, 8, argv);
+    }
+    /* The abort of the late grant, sent while it still waited. */
+    {
+        const char *argv[] = {name,    channel, latch,       p.queue,   p.timeouts,
+                              p.tickets, lapses, "0",        "10000",   GONE_FIELD,
+                              GONE_TICKET, GONE_PLACE};
+
+        aborted_us = rig_now_us();
+        ck_assert_int_eq(gone_says("fair_abort.lua", 7, 12, argv), 1);
+    }
+    ck_assert_msg(no_trace(&p, 0, GONE_FIELD),
+                  "the late abort gave the gone waiter a place (list, timeout or ticket)");
+    ck_assert_int_eq(ask_int(&p, 0, "ZSCORE %s %s", lapses, GONE_FIELD), -1);
+    joined_granted_within(&b, aborted_us, 1000, "late abort: the abort landing");
+    unlock_ok(w, W1);
+    ck_assert_int_ge(wait_all_empty(&p, 3000), 0);
+    ck_assert_int_eq(ask_int(&p, 0, "EXISTS %s", lapses, NULL), 0);
+    redlock_lock_free(holder);
+    redlock_lock_free(w);
+    redlock_client_free(c);
+    probe_close(&p);
+}
+END_TEST
+
+/* ------------------------------------------------------------------------ */
+/* 5i. A waiter whose quorum of grants always comes back too late does not
+ *     keep the head of the queue. The late waiter is a child process over
+ *     two nodes (quorum 2) with a 1 s lease and drift factor 0.4, so a
+ *     grant is valid only if the attempt took less than about 600 ms.
+ *     Node 1 stays frozen while it waits, so each of its attempts hangs
+ *     there with node 0's grant in hand; then the child is stopped (a
+ *     pause like a long GC), node 1 thawed so that it grants too, frozen
+ *     again, and the child resumed 800 ms after its attempt began: a
+ *     quorum, too late. The real waiter behind it must get the lock. */
+
+#define LATE_OWNER 78 /* its field ends in ":78" */
+#define LATE_LEASE_MS 1000
+#define LATE_RESUME_MS 800
+
+/* The child: waits for the go, then takes the lock again and again. */
+static void child_always_late(const char *name, int rfd)
+{
+    redlock_options o = {.node_timeout_ms = 250, .drift_factor = 0.4};
+    redlock_client *c = NULL;
+    redlock_lock *l = NULL;
+    redlock_lock_options lo = {.kind = REDLOCK_LOCK_FAIR, .fair_wait_lease_ms = 30000};
+    struct pollfd pfd = {.fd = rfd, .events = POLLIN};
+    char go;
+
+    if (redlock_client_new(&c, rig_plain_uris(), 2, &o) != REDLOCK_OK ||
+        redlock_lock_new(c, name, &lo, &l) != REDLOCK_OK)
+        _exit(3);
+    if (poll(&pfd, 1, 10000) != 1 || read(rfd, &go, 1) != 1)
+        _exit(4);
+    for (;;)
+        if (redlock_acquire_as(l, LATE_OWNER, 30000, LATE_LEASE_MS) == REDLOCK_OK)
+            redlock_unlock_as(l, LATE_OWNER);
+}
+
+/* Whether node 0 holds the lock for field. */
+static int granted_on_0(probe *p, const char *field)
+{
+    return ask_int(p, 0, "HEXISTS %s %s", p->name, field) == 1;
+}
+
+START_TEST(test_always_late_waiter_yields_head)
+{
+    redlock_client *c;
+    redlock_lock *holder, *w;
+    char name[64], late[FIELD_CAP], wf[FIELD_CAP];
+    int to_child[2], late_rounds = 0, w_in_flight = 0;
+    int64_t released_us, deadline_ms;
+    bg_acquire b;
+    probe p;
+    pid_t pid;
+
+    rig_unique_name(name, sizeof(name), "fair", "late");
+    pid = fork_child(child_always_late, name, &to_child[1]);
+    probe_open(&p, 2, name);
+    c = client_over(2);
+    holder = fair_handle(c, name, 30000, 0);
+    w = fair_handle(c, name, 30000, 0);
+    rig_field_of(c, W1, wf, sizeof(wf));
+    acquire_ok(holder, HOLDER, 0, LEASE_MS);
+    ck_assert_int_eq(write(to_child[1], "g", 1), 1);
+    ck_assert_msg(wait_queue_len(&p, 1, 5000) >= 0, "the late waiter never queued");
+    head_field(&p, late, sizeof(late), ":78");
+    bg_start(&b, w, W1, 15000);
+    ck_assert_msg(wait_queue_len(&p, 2, 5000) >= 0, "the real waiter never queued");
+
+    /* Node 1 is free and frozen; the release on node 0 wakes the late
+     * waiter, first in the queue. */
+    freeReplyObject(ask(&p, 1, "DEL %s", name));
+    ck_assert_int_eq(rig_node("freeze", 1), 0);
+    released_us = rig_now_us();
+    unlock_ok(holder, HOLDER);
+    deadline_ms = rig_now_ms() + 12000;
+    while (!atomic_load(&b.finished) && rig_now_ms() < deadline_ms) {
+        int64_t began_ms = rig_now_ms();
+
+        if (granted_on_0(&p, wf)) {
+            /* The real waiter's attempt waits on node 1: let it through. */
+            ck_assert_int_eq(rig_node("thaw", 1), 0);
+            break;
+        }
+        if (!granted_on_0(&p, late)) {
+            rig_sleep_ms(1);
+            continue;
+        }
+        /* The late waiter's attempt hangs on node 1 with node 0's grant. */
+        w_in_flight = 1;
+        ck_assert_int_eq(kill(pid, SIGSTOP), 0);
+        ck_assert_int_eq(rig_node("thaw", 1), 0);
+        while (ask_int(&p, 1, "HEXISTS %s %s", name, late) != 1 &&
+               rig_now_ms() - began_ms < LATE_RESUME_MS - 100)
+            rig_sleep_ms(2);
+        late_rounds += ask_int(&p, 1, "HEXISTS %s %s", name, late) == 1;
+        ck_assert_int_eq(rig_node("freeze", 1), 0);
+        while (rig_now_ms() - began_ms < LATE_RESUME_MS)
+            rig_sleep_ms(1);
+        ck_assert_int_eq(kill(pid, SIGCONT), 0);
+        /* Its abort leaves node 0 before anything else is decided. */
+        while (granted_on_0(&p, late) && rig_now_ms() - began_ms < LATE_LEASE_MS + 500)
+            rig_sleep_ms(1);
+    }
+    rig_heal(2);
+    pthread_join(b.th, NULL);
+    kill(pid, SIGKILL);
+    waitpid(pid, NULL, 0);
+    close(to_child[1]);
+    fprintf(stderr, "always late: %d late quorums; the real waiter %s %lld ms after the "
+                    "release\n", late_rounds, b.rc == REDLOCK_OK ? "granted" : "gave up",
+            (long long)((b.done_us - released_us) / 1000));
+    ck_assert_msg(w_in_flight && late_rounds >= 1,
+                  "the late waiter's attempt never hung on node 1 with a grant there");
+    ck_assert_msg(b.rc == REDLOCK_OK, "the real waiter behind an always-late one: %s",
+                  redlock_err_name(b.rc));
+    ck_assert_msg(b.done_us - released_us <= 6000 * 1000,
+                  "the real waiter was granted %lld ms after the release",
+                  (long long)((b.done_us - released_us) / 1000));
+    unlock_ok(w, W1);
+    redlock_lock_free(holder);
+    redlock_lock_free(w);
     redlock_client_free(c);
     probe_close(&p);
 }
@@ -1113,6 +1369,8 @@ int main(void)
     RIG_ADD_CASE(s, test_place_restored_after_redisson_drops_it, 60);
     RIG_ADD_CASE(s, test_next_waiter_woken_when_dead_head_dropped, 60);
     RIG_ADD_CASE(s, test_failed_attempt_keeps_place, 60);
+    RIG_ADD_CASE(s, test_late_abort_after_leave_no_ghost, 60);
+    RIG_ADD_CASE(s, test_always_late_waiter_yields_head, 60);
     RIG_ADD_CASE(s, test_reentry_and_fencing, 60);
     return run_suite(s);
 }

@@ -13,21 +13,42 @@
 -- ARGV[4]  unused (the plain lock's "fresh" flag: a permit is never
 --          re-entered)
 -- ARGV[5]  permits to take, P >= 1
--- ARGV[6]  the semaphore's size K, used only when KEYS[1] does not exist
---          yet (then K minus the permits still taken); an existing count
---          wins, as Redisson's trySetPermits
+-- ARGV[6]  the semaphore's size K: it must be the one the permits taken
+--          here were taken with (below); and when KEYS[1] does not exist
+--          yet, the count is written as K minus the permits still taken.
+--          An existing count wins, as Redisson's trySetPermits
 --
 -- A grant adds the ids <field>:<request id>:1 .. :P: a replay of the same
 -- request finds them and answers as before, and sem_abort.lua removes
 -- exactly them. Permits whose lease ended go back
 -- to the count first (and wake waiters), as Redisson's acquire does.
 --
+-- What Redisson's layout has no room for is in the hash
+-- redlock_gen:{NAME} (a reserved name, derived from KEYS[1] as acquire.lua
+-- derives its writer mark), which lives as long as the permits: whoever
+-- removes the last one (here, sem_release.lua, sem_abort.lua) deletes it.
+--   "limit"  the K of the permits taken. Each client counts with its own
+--            K, so without it clients of different sizes would each
+--            enforce theirs, and a count written again (it is deleted by a
+--            force unlock) by the larger would let more out than the
+--            smaller allows.
+--   <field>  the request id of that handle's permits here, so that a late
+--            copy of an earlier request of the handle (its first acquire,
+--            overtaken by the watchdog's re-grant) finds them without a
+--            scan of the sorted set and takes no second permit.
+-- A stale entry (its permits gone) is ignored and overwritten.
+--
 -- Returns {0, request id} granted; when too few permits are free, the ms
--- until the first taken permit's lease ends (-1 none); -3 cancelled.
+-- until the first taken permit's lease ends (-1 none); -3 cancelled, or a
+-- late copy of an earlier request of a handle that holds permits of
+-- another request here; error "WRONGTYPE ..." when the permits here were
+-- taken with another K (WRONGTYPE: the client refuses for good with
+-- REDLOCK_ECONFIG, as for a name that is not a semaphore).
 if redis.call('exists', KEYS[2]) == 1 then return -3 end
 local p = tonumber(ARGV[5])
 local base = ARGV[2] .. ':' .. ARGV[3] .. ':'
 if redis.call('zscore', KEYS[3], base .. '1') then return {0, ARGV[3]} end
+local own = 'redlock_gen:{' .. KEYS[1] .. '}'
 local t = redis.call('time')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local value = redis.call('get', KEYS[1])
@@ -38,6 +59,26 @@ if #expired > 0 then
         value = redis.call('incrby', KEYS[1], #expired)
         redis.call('publish', KEYS[4], value)
     end
+    if redis.call('exists', KEYS[3]) == 0 then
+        redis.call('del', own)
+    else
+        for _, id in ipairs(expired) do
+            local field, gen = string.match(id, '^(.+):([^:]*):1$')
+            if field and redis.call('hget', own, field) == gen then
+                redis.call('hdel', own, field)
+            end
+        end
+    end
+end
+local kept = redis.call('hmget', own, 'limit', ARGV[2])
+if kept[1] and tonumber(kept[1]) ~= tonumber(ARGV[6]) and redis.call('exists', KEYS[3]) == 1 then
+    return redis.error_reply('WRONGTYPE the permits taken here have limit ' .. kept[1] ..
+                             ', this client\'s limit is ' .. ARGV[6] ..
+                             ': all clients of a semaphore need the same')
+end
+if kept[2] and kept[2] ~= ARGV[3] then
+    local ends = redis.call('zscore', KEYS[3], ARGV[2] .. ':' .. kept[2] .. ':1')
+    if ends and tonumber(ends) > now then return -3 end
 end
 if not value then
     value = tonumber(ARGV[6]) - redis.call('zcard', KEYS[3])
@@ -47,6 +88,7 @@ if tonumber(value) >= p then
     redis.call('decrby', KEYS[1], p)
     local ends = now + tonumber(ARGV[1])
     for i = 1, p do redis.call('zadd', KEYS[3], ends, base .. i) end
+    redis.call('hset', own, 'limit', ARGV[6], ARGV[2], ARGV[3])
     return {0, ARGV[3]}
 end
 local first = redis.call('zrange', KEYS[3], 0, 0, 'withscores')

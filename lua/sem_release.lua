@@ -18,7 +18,9 @@
 -- the field's were there. Every listed generation with no permit here gets
 -- its cancel mark, so an acquire still on its way cannot grant after this
 -- release (as release.lua does): also when another generation of the same
--- handle was found, as after a watchdog re-grant.
+-- handle was found, as after a watchdog re-grant. The handle's entry in
+-- redlock_gen:{NAME} (see sem_acquire.lua) goes too, and the whole hash
+-- with the last permit.
 local p = tonumber(ARGV[6])
 local removed = 0
 local prefix = string.sub(KEYS[3], 1, -33)
@@ -41,6 +43,12 @@ else
         cursor = page[1]
         if cursor == '0' then break end
     end
+end
+local own = 'redlock_gen:{' .. KEYS[1] .. '}'
+if redis.call('exists', KEYS[4]) == 0 then
+    redis.call('del', own)
+else
+    redis.call('hdel', own, ARGV[3])
 end
 if removed == 0 then return nil end
 if redis.call('exists', KEYS[1]) == 1 then

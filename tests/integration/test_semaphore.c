@@ -4,9 +4,11 @@
  * fixture's plain redis-server processes: never more than K holders at
  * N = 1 and N = 5, several permits per handle and what inspection shows,
  * the permit of a SIGKILLed holder coming back when its lease ends,
- * watchdog renewal, refused arguments, and a failed quorum that must
- * leave no permit taken. Redisson's RPermitExpirableSemaphore scripts run
- * against our permits are in test_semaphore_redisson.c.
+ * watchdog renewal, refused arguments, a failed quorum that must leave no
+ * permit taken, late requests of a permit handle (run by EVAL) that must
+ * take nothing, and clients of one name with different limits. Redisson's
+ * RPermitExpirableSemaphore scripts run against our permits are in
+ * test_semaphore_redisson.c.
  *
  * Each case is its own TCase whose unchecked fixture thaws and restarts
  * nodes, so a failed case never leaves a frozen node behind.
@@ -267,13 +269,10 @@ END_TEST
 
 /*
  * redlock_semaphore_state.holders counts permit handles, also those past
- * the array given ("may be more than the array given could list").
- *
- * KNOWN LIBRARY BUG (reported, not fixed here): sem_inspect's count_permit()
- * matches a permit only against the holders it listed, so every permit
- * past `cap` counts as one more holder: one handle of 2 permits with
- * cap 0 gives holders 2, two handles of 2 with cap 1 give 3. This case
- * fails until it is fixed.
+ * the array given ("may be more than the array given could list"). The
+ * holders were once matched only against those listed, so every permit
+ * past `cap` counted as one more holder: one handle of 2 permits with
+ * cap 0 gave holders 2, two handles of 2 with cap 1 gave 3.
  */
 START_TEST(test_inspect_counts_handles_past_cap)
 {
@@ -639,22 +638,54 @@ START_TEST(test_failed_quorum_leaves_nothing)
 }
 END_TEST
 
+/* The keys of a hand-run script: the latch is request (or release) id's. */
+typedef struct sem_keys {
+    char latch[160], taken[160], chan[160];
+} sem_keys;
+
+static sem_keys sem_keys_of(const char *name, const char *id)
+{
+    sem_keys k;
+
+    snprintf(k.latch, sizeof(k.latch), "redlock_latch:{%s}:%s", name, id);
+    snprintf(k.taken, sizeof(k.taken), "{%s}:timeout", name);
+    snprintf(k.chan, sizeof(k.chan), "redisson_sc:{%s}", name);
+    return k;
+}
+
 /* One sem_acquire.lua request (id, K = 2, P = 1, 60 s) by field on node 0;
  * returns the reply's integer, or 0 for a grant ({0, id}). */
 static long long sem_acquire_by_hand(const char *name, const char *field, const char *id)
 {
-    char latch[160], taken[160], chan[160];
+    sem_keys k = sem_keys_of(name, id);
     redisReply *r;
     long long out;
 
-    snprintf(latch, sizeof(latch), "redlock_latch:{%s}:%s", name, id);
-    snprintf(taken, sizeof(taken), "{%s}:timeout", name);
-    snprintf(chan, sizeof(chan), "redisson_sc:{%s}", name);
     r = eval_file(0, "sem_acquire.lua", 4, 10,
-                  (const char *[]){name, latch, taken, chan, "60000", field, id, "1", "1", "2"});
+                  (const char *[]){name, k.latch, k.taken, k.chan, "60000", field, id, "1", "1",
+                                   "2"});
     ck_assert_msg(r->type == REDIS_REPLY_ARRAY || r->type == REDIS_REPLY_INTEGER,
                   "sem_acquire: reply type %d", r->type);
     out = r->type == REDIS_REPLY_ARRAY ? r->element[0]->integer : r->integer;
+    freeReplyObject(r);
+    return out;
+}
+
+/* One sem_release.lua request (release id rid, P = 1) by field on node 0
+ * naming the generations gens; returns the reply's integer, -100 for nil. */
+static long long sem_release_by_hand(const char *name, const char *field, const char *gens,
+                                     const char *rid)
+{
+    sem_keys k = sem_keys_of(name, rid);
+    redisReply *r;
+    long long out;
+
+    r = eval_file(0, "sem_release.lua", 4, 10,
+                  (const char *[]){name, k.chan, k.latch, k.taken, "0", "60000", field, "1",
+                                   gens, "1"});
+    ck_assert_msg(r->type == REDIS_REPLY_INTEGER || r->type == REDIS_REPLY_NIL,
+                  "sem_release: reply type %d", r->type);
+    out = r->type == REDIS_REPLY_INTEGER ? r->integer : -100;
     freeReplyObject(r);
     return out;
 }
@@ -666,32 +697,154 @@ static long long sem_acquire_by_hand(const char *name, const char *field, const 
  * used to mark the ids only when it removed nothing at all. */
 START_TEST(test_release_marks_generations_not_found)
 {
-    char name[64], latch[160], taken[160], chan[160];
+    char name[64], gens[80];
     const char *field = "5f0c1d2e-aaaa-bbbb-cccc-000000000001:7";
     const char *first = "00000000000100000000000000000001";
     const char *again = "00000000000200000000000000000002";
-    char gens[80];
-    redisReply *r;
 
     rig_unique_name(name, sizeof(name), "sem", "latemark");
     /* The watchdog's re-grant (again) landed; the first request has not. */
     ck_assert_int_eq(sem_acquire_by_hand(name, field, again), 0);
-    snprintf(latch, sizeof(latch), "redlock_latch:{%s}:%s", name,
-             "00000000000300000000000000000003");
-    snprintf(taken, sizeof(taken), "{%s}:timeout", name);
-    snprintf(chan, sizeof(chan), "redisson_sc:{%s}", name);
     snprintf(gens, sizeof(gens), "%s,%s", first, again);
-    r = eval_file(0, "sem_release.lua", 4, 10,
-                  (const char *[]){name, chan, latch, taken, "0", "60000", field, "1", gens,
-                                   "1"});
-    ck_assert_int_eq(r->type, REDIS_REPLY_INTEGER);
-    ck_assert_int_eq(r->integer, 1);
-    freeReplyObject(r);
+    ck_assert_int_eq(sem_release_by_hand(name, field, gens, "00000000000300000000000000000003"),
+                     1);
     /* The first request arrives after the release: cancelled. */
     ck_assert_int_eq(sem_acquire_by_hand(name, field, first), -3);
     ck_assert_str_eq(cli(0, "ZCARD '{%s}:timeout'", name), "0");
     ck_assert_str_eq(cli(0, "GET '%s'", name), "2");
     cli(0, "DEL '%s' '{%s}:timeout'", name, name);
+}
+END_TEST
+
+/*
+ * A permit handle's watchdog re-grant (a new request id) can reach a node
+ * before the handle's first acquire does, when that one was held up on
+ * the wire or by a frozen node. The late first acquire must not take a
+ * second permit for the handle there: it used to, so one handle held two
+ * of the node's permits (here both of K = 2) and kept another handle out
+ * until its lease ended. A re-grant after the handle's permit lapsed is
+ * no such copy and must still be granted.
+ */
+START_TEST(test_late_first_acquire_after_regrant)
+{
+    char name[64], gens[80];
+    const char *field = "5f0c1d2e-aaaa-bbbb-cccc-000000000002:9";
+    const char *other = "5f0c1d2e-aaaa-bbbb-cccc-000000000003:4";
+    const char *first = "00000000000100000000000000000011";
+    const char *again = "00000000000200000000000000000012";
+    const char *third = "00000000000300000000000000000013";
+    const char *fourth = "00000000000400000000000000000014";
+
+    rig_unique_name(name, sizeof(name), "sem", "lateregrant");
+    ck_assert_int_eq(sem_acquire_by_hand(name, field, again), 0);
+    ck_assert_int_eq(sem_acquire_by_hand(name, field, first), -3);
+    ck_assert_msg(strcmp(cli(0, "ZCARD '{%s}:timeout'", name), "1") == 0,
+                  "the late first acquire took a second permit for the handle: %s",
+                  cli(0, "ZRANGE '{%s}:timeout' 0 -1", name));
+    ck_assert_str_eq(cli(0, "GET '%s'", name), "1");
+    /* The re-grant's replay is answered as before; the other permit is
+     * another handle's to take. */
+    ck_assert_int_eq(sem_acquire_by_hand(name, field, again), 0);
+    ck_assert_int_eq(sem_acquire_by_hand(name, other, third), 0);
+    ck_assert_str_eq(cli(0, "GET '%s'", name), "0");
+    /* The other handle's permit lapses here; its re-grant gets it back. */
+    cli(0, "ZADD '{%s}:timeout' XX 1 '%s:%s:1'", name, other, third);
+    ck_assert_int_eq(sem_acquire_by_hand(name, other, fourth), 0);
+    ck_assert_str_eq(cli(0, "ZCARD '{%s}:timeout'", name), "2");
+    ck_assert_str_eq(cli(0, "GET '%s'", name), "0");
+
+    snprintf(gens, sizeof(gens), "%s,%s", first, again);
+    ck_assert_int_eq(sem_release_by_hand(name, field, gens, "00000000000500000000000000000015"),
+                     1);
+    snprintf(gens, sizeof(gens), "%s,%s", third, fourth);
+    ck_assert_int_eq(sem_release_by_hand(name, other, gens, "00000000000600000000000000000016"),
+                     1);
+    ck_assert_str_eq(cli(0, "GET '%s'", name), "2");
+    /* Nothing of the semaphore but its count outlives the last permit. */
+    ck_assert_str_eq(cli(0, "EXISTS '{%s}:timeout' 'redlock_gen:{%s}'", name, name), "0");
+    cli(0, "DEL '%s'", name);
+}
+END_TEST
+
+/*
+ * Clients of one name with different limits each enforced their own: the
+ * count is written by whichever acquire finds none, so once it was gone
+ * (a force unlock deletes it) the larger limit wrote it again as 3 minus
+ * the permits out, and more permits were out than the smaller limit. The
+ * limit is now kept beside the permits, and an acquire with another one
+ * is refused for good, at once, taking nothing.
+ */
+static void limit_mismatch(size_t n)
+{
+    redlock_client *ca = client_with(n, NODE_TIMEOUT_MS, 0);
+    redlock_client *cb = client_with(n, NODE_TIMEOUT_MS, 0);
+    redlock_semaphore *two, *three;
+    redlock_permit *p = NULL, *held;
+    char name[64], args[ARGS_CAP];
+    int64_t t0;
+    size_t i;
+    int rc;
+
+    rig_unique_name(name, sizeof(name), "sem", n == 1 ? "limit1" : "limit5");
+    two = sem_new(ca, name, 2);
+    three = sem_new(cb, name, 3);
+    held = take(two, 1, 0, LEASE_MS);
+    /* Every node has its grant (a call returns at a quorum). */
+    ck_assert_uint_eq(nodes_saying(n, n, "1", fmt_args(args, "ZCARD '{%s}:timeout'", name)), n);
+
+    rc = redlock_semaphore_acquire(three, 1, 0, LEASE_MS, &p);
+    ck_assert_msg(rc == REDLOCK_ECONFIG, "limit 3 beside limit 2's permit: %s: %s",
+                  redlock_err_name(rc), redlock_last_error());
+    ck_assert_ptr_null(p);
+    fprintf(stderr, "N=%zu: %s\n", n, redlock_last_error());
+    ck_assert_msg(strstr(redlock_last_error(), "limit 2") &&
+                      strstr(redlock_last_error(), "limit is 3"),
+                  "the message names both limits: %s", redlock_last_error());
+    t0 = rig_now_ms();
+    rc = redlock_semaphore_acquire(three, 1, 3000, LEASE_MS, &p);
+    ck_assert_msg(rc == REDLOCK_ECONFIG, "waiting: %s", redlock_err_name(rc));
+    ck_assert_msg(rig_now_ms() - t0 < 1000, "a refusal for good took %lld ms",
+                  (long long)(rig_now_ms() - t0));
+    /* Without the count, limit 3 would write it again as 3 - 1 and take
+     * two more: three permits out of a semaphore of 2. */
+    ck_assert_int_eq(redlock_force_unlock(redlock_permit_lock(held), NULL), REDLOCK_OK);
+    rc = redlock_semaphore_acquire(three, 2, 0, LEASE_MS, &p);
+    ck_assert_msg(rc == REDLOCK_ECONFIG, "limit 3 after the count was deleted: %s: %s",
+                  redlock_err_name(rc), redlock_last_error());
+    for (i = 0; i < n; i++) {
+        ck_assert_str_eq(cli(i, "ZCARD '{%s}:timeout'", name), "1");
+        ck_assert_ptr_null(strstr(cli(i, "ZRANGE '{%s}:timeout' 0 -1", name),
+                                  redlock_client_id(cb)));
+    }
+
+    /* The limit went with the last permit: limit 3 is the name's now. */
+    give_back(held);
+    ck_assert_uint_eq(nodes_saying(n, n, "0",
+                                   fmt_args(args, "EXISTS '{%s}:timeout' 'redlock_gen:{%s}'",
+                                            name, name)),
+                      n);
+    give_back(take(three, 3, 0, LEASE_MS));
+    ck_assert_uint_eq(nodes_saying(n, n, "0",
+                                   fmt_args(args, "EXISTS '{%s}:timeout' 'redlock_gen:{%s}'",
+                                            name, name)),
+                      n);
+    for (i = 0; i < n; i++)
+        cli(i, "DEL '%s'", name);
+    redlock_semaphore_free(two);
+    redlock_semaphore_free(three);
+    redlock_client_free(ca);
+    redlock_client_free(cb);
+}
+
+START_TEST(test_limit_mismatch_single)
+{
+    limit_mismatch(1);
+}
+END_TEST
+
+START_TEST(test_limit_mismatch_quorum)
+{
+    limit_mismatch(N_NODES);
 }
 END_TEST
 
@@ -711,5 +864,8 @@ int main(void)
     RIG_ADD_CASE(s, test_invalid_input, 60);
     RIG_ADD_CASE(s, test_failed_quorum_leaves_nothing, 60);
     RIG_ADD_CASE(s, test_release_marks_generations_not_found, 60);
+    RIG_ADD_CASE(s, test_late_first_acquire_after_regrant, 60);
+    RIG_ADD_CASE(s, test_limit_mismatch_single, 60);
+    RIG_ADD_CASE(s, test_limit_mismatch_quorum, 60);
     return run_suite(s);
 }

@@ -456,6 +456,65 @@ START_TEST(test_blocking_call_on_other_client)
 }
 END_TEST
 
+static void *thaw_node0_later(void *arg)
+{
+    (void)arg;
+    rig_sleep_ms(150);
+    rig_node("thaw", 0);
+    return NULL;
+}
+
+/* 5f. redlock_client_flush() on the loop's thread, while a release's
+ *     answer is owed on a frozen node and an acquire waits behind it on
+ *     the same connection: the flush ends when the thawed node answers,
+ *     and the acquire is granted as soon as the loop runs again, not at
+ *     its node timeout. */
+START_TEST(test_flush_wakes_operation_it_read_for)
+{
+    redlock_options o = {0};
+    result a, u, b;
+    redlock_lock *la, *lb;
+    char name[64], name2[64];
+    pthread_t th;
+    int64_t flushed_at;
+
+    memset(&L, 0, sizeof(L));
+    L.timer_at_ms = -1;
+    o.event_loop = 1;
+    o.node_timeout_ms = 2000;
+    ck_assert_int_eq(redlock_client_new(&L.c, rig_plain_uris(), 1, &o), REDLOCK_OK);
+    ck_assert_int_eq(redlock_loop_attach(L.c, on_socket, on_timer, &L), REDLOCK_OK);
+    rig_unique_name(name, sizeof(name), "loop", "flushwake-a");
+    rig_unique_name(name2, sizeof(name2), "loop", "flushwake-b");
+    la = new_lock(name);
+    lb = new_lock(name2);
+    start_acquire(la, 1, 0, 30000, &a);
+    ck_assert(run_until(&a.done, 3000));
+    ck_assert_int_eq(a.rc, REDLOCK_OK);
+    /* The release's answer is owed while the node is frozen. */
+    rig_node("freeze", 0);
+    start_unlock(la, 1, &u);
+    ck_assert(run_until(&u.done, 5000));
+    /* An acquire behind it on the same connection, then the flush on this
+     * thread; the node thaws during the flush and answers both. */
+    start_acquire(lb, 2, 0, 30000, &b);
+    ck_assert_int_eq(pthread_create(&th, NULL, thaw_node0_later, NULL), 0);
+    ck_assert_int_eq(redlock_client_flush(L.c, 3000), REDLOCK_OK);
+    flushed_at = rig_now_ms();
+    pthread_join(th, NULL);
+    ck_assert(run_until(&b.done, 5000));
+    ck_assert_msg(b.rc == REDLOCK_OK, "%s", b.msg);
+    ck_assert_msg(b.at_ms - flushed_at < 500, "the acquire ended %lld ms after the flush",
+                  (long long)(b.at_ms - flushed_at));
+    start_unlock(lb, 2, &u);
+    ck_assert(run_until(&u.done, 3000));
+    ck_assert_int_eq(u.rc, REDLOCK_OK);
+    redlock_lock_free(la);
+    redlock_lock_free(lb);
+    redlock_client_free(L.c);
+}
+END_TEST
+
 /* 6. Cancel: before the loop ever turned, while waiting for a holder, in
  *    the middle of an attempt to a frozen majority, and after the end (no
  *    effect). */
@@ -672,6 +731,7 @@ int main(void)
     RIG_ADD_CASE(s, test_cancel_before_admission, 30);
     RIG_ADD_CASE(s, test_callback_starts_on_other_client, 30);
     RIG_ADD_CASE(s, test_blocking_call_on_other_client, 30);
+    RIG_ADD_CASE(s, test_flush_wakes_operation_it_read_for, 30);
     RIG_ADD_CASE(s, test_cancel_in_every_state, 30);
     RIG_ADD_CASE(s, test_free_while_pending, 30);
     RIG_ADD_CASE(s, test_blocking_call_meets_a_parked_renewal, 30);

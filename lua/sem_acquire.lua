@@ -41,9 +41,9 @@
 -- Returns {0, request id} granted; when too few permits are free, the ms
 -- until the first taken permit's lease ends (-1 none); -3 cancelled, or a
 -- late copy of an earlier request of a handle that holds permits of
--- another request here; error "WRONGTYPE ..." when the permits here were
--- taken with another K (WRONGTYPE: the client refuses for good with
--- REDLOCK_ECONFIG, as for a name that is not a semaphore).
+-- another request here; error "ELIMIT ..." when the permits here were
+-- taken with another K (the client refuses for good with REDLOCK_ECONFIG,
+-- as for a name that is not a semaphore).
 if redis.call('exists', KEYS[2]) == 1 then return -3 end
 local p = tonumber(ARGV[5])
 local base = ARGV[2] .. ':' .. ARGV[3] .. ':'
@@ -72,7 +72,7 @@ if #expired > 0 then
 end
 local kept = redis.call('hmget', own, 'limit', ARGV[2])
 if kept[1] and tonumber(kept[1]) ~= tonumber(ARGV[6]) and redis.call('exists', KEYS[3]) == 1 then
-    return redis.error_reply('WRONGTYPE the permits taken here have limit ' .. kept[1] ..
+    return redis.error_reply('ELIMIT the permits taken here have limit ' .. kept[1] ..
                              ', this client\'s limit is ' .. ARGV[6] ..
                              ': all clients of a semaphore need the same')
 end

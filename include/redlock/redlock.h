@@ -855,7 +855,9 @@ REDLOCK_EXTERN void redlock_semaphore_set_on_lost(redlock_semaphore *sem,
  * permit (release it with redlock_semaphore_release()); otherwise *out is
  * NULL and nothing is left taken (attempts that fell short are undone on
  * every node). Returns REDLOCK_OK, REDLOCK_EBUSY (wait_ms == 0), and the
- * other results of redlock_acquire().
+ * other results of redlock_acquire(); REDLOCK_ECONFIG, at once, when the
+ * permits taken on a quorum's worth of nodes were taken with another
+ * limit (each node keeps the limit of the permits it holds).
  */
 REDLOCK_EXTERN int redlock_semaphore_acquire(redlock_semaphore *sem, int permits,
                                              int64_t wait_ms, int64_t lease_ms,

@@ -13,8 +13,10 @@ typedef enum redlock__key_kind {
     REDLOCK__KEY_TOKEN,            /* "redisson_lock_token:{NAME}" */
     REDLOCK__KEY_CHANNEL,          /* "redisson_lock__channel:{NAME}" */
     REDLOCK__KEY_GEN,              /* "redlock_gen:{NAME}": 0.1's generations,
-                                    * no longer written; its prefix stays
-                                    * reserved for a 0.1 client's sake */
+                                    * no longer written for locks; a
+                                    * semaphore's scripts keep there the
+                                    * limit its permits were taken with and
+                                    * each permit handle's request id */
     REDLOCK__KEY_FACTS,            /* "redlock_facts:{NAME}" (facts.c) */
     /* Only in the blocks of read-write locks and semaphores (lock_kind !=
      * REDLOCK__KIND_MUTEX), named as Redisson names them: */

@@ -286,6 +286,7 @@ int redlock__server_error_code(const char *msg)
         {"OOM", REDLOCK_EOOM},           {"NOAUTH", REDLOCK_EAUTH},
         {"WRONGPASS", REDLOCK_EAUTH},    {"NOPERM", REDLOCK_EAUTH},
         {"WRONGTYPE", REDLOCK_ECONFIG}, {"EUPGRADE", REDLOCK_EUPGRADE},
+        {"ELIMIT", REDLOCK_ECONFIG},
     };
     size_t i;
 

@@ -56,6 +56,8 @@ START_TEST(server_errors_map_to_codes)
     ck_assert_int_eq(redlock__server_error_code("OOM command not allowed"), REDLOCK_EOOM);
     ck_assert_int_eq(redlock__server_error_code("NOAUTH Authentication required."), REDLOCK_EAUTH);
     ck_assert_int_eq(redlock__server_error_code("WRONGPASS invalid"), REDLOCK_EAUTH);
+    ck_assert_int_eq(redlock__server_error_code("ELIMIT the permits taken here have limit 2"),
+                     REDLOCK_ECONFIG);
     ck_assert_int_eq(redlock__server_error_code("ERR unknown"), REDLOCK_ESERVER);
 }
 END_TEST

@@ -23,9 +23,6 @@
 -- ARGV[2]  lease in ms: how long the mark stays
 -- ARGV[3]  owner field <client-id>:<owner-id>
 -- ARGV[4]  the waiter's ticket when it goes on waiting, else ""
--- ARGV[5]  how long a waiter's place lasts without a renewal (ms); unused
---          since a place comes back with its own lapse (kept so the call
---          is the same)
 --
 -- Returns 0 nothing to undo (or a replay), 1 the grant was undone.
 -- The first waiter whose place has not lapsed, dropping lapsed ones (as

@@ -82,7 +82,6 @@ static redlock__script_call build_release(const simple_ctx *s, size_t m, const c
                                                ? redlock__key(mem, REDLOCK__KEY_AUX4) : NULL,
                                .permits = s->l->permits,
                                .ticket = s->ticket,
-                               .wait_lease_ms = s->l->wait_lease,
                                .mark_key = mark_key,
                                .message = REDLOCK__RELEASE_MSG,
                                .lease_ms = s->lease,

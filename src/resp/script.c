@@ -31,7 +31,7 @@ const redlock__script_shape redlock__script_shapes[REDLOCK__SCRIPT_COUNT] = {
     [REDLOCK__SCRIPT_FAIR_TICKET] = {1, 0, 0},
     [REDLOCK__SCRIPT_FAIR_ACQUIRE] = {6, 1, 6},
     [REDLOCK__SCRIPT_FAIR_RELEASE] = {7, 0, 5},
-    [REDLOCK__SCRIPT_FAIR_ABORT] = {7, 0, 5},
+    [REDLOCK__SCRIPT_FAIR_ABORT] = {7, 0, 4},
     [REDLOCK__SCRIPT_FAIR_LEAVE] = {6, 0, 2},
 };
 
@@ -99,8 +99,7 @@ static redlock__script_call release_like(const char **argv, int abort,
     switch (a->kind) {
     case REDLOCK__KIND_FAIR: {
         const char *rel[] = {a->message, a->lease_ms, a->field, a->drop_all, a->gens};
-        const char *ab[] = {a->message, a->lease_ms, a->field, a->ticket ? a->ticket : "",
-                            a->wait_lease_ms ? a->wait_lease_ms : "0"};
+        const char *ab[] = {a->message, a->lease_ms, a->field, a->ticket ? a->ticket : ""};
         const char *const *args = abort ? ab : rel;
 
         return place(argv, abort ? REDLOCK__SCRIPT_FAIR_ABORT : REDLOCK__SCRIPT_FAIR_RELEASE, 7,

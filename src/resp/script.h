@@ -94,8 +94,8 @@ typedef struct redlock__release_args {
                                                  * tickets, the lapses */
     const char *permits;  /* SEMAPHORE: P per grant */
     const char *ticket;   /* FAIR abort only: the waiter's ticket when it
-                           * goes on waiting (its place goes back), or NULL */
-    const char *wait_lease_ms; /* FAIR abort only: how long that place lasts */
+                           * goes on waiting (its place goes back, with the
+                           * lapse its grant's receipt kept), or NULL */
 } redlock__release_args;
 
 typedef struct redlock__renew_args {

@@ -1144,12 +1144,11 @@ START_TEST(test_late_abort_after_leave_no_ghost)
     }
     /* The abort of the late grant, sent while it still waited. */
     {
-        const char *argv[] = {name,    channel, latch,       p.queue,   p.timeouts,
-                              p.tickets, lapses, "0",        "10000",   GONE_FIELD,
-                              GONE_TICKET, GONE_PLACE};
+        const char *argv[] = {name,      channel, latch, p.queue,    p.timeouts, p.tickets,
+                              lapses,    "0",     "10000", GONE_FIELD, GONE_TICKET};
 
         aborted_us = rig_now_us();
-        ck_assert_int_eq(gone_says("fair_abort.lua", 7, 12, argv), 1);
+        ck_assert_int_eq(gone_says("fair_abort.lua", 7, 11, argv), 1);
     }
     ck_assert_msg(no_trace(&p, 0, GONE_FIELD),
                   "the late abort gave the gone waiter a place (list, timeout or ticket)");

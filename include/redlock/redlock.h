@@ -235,7 +235,8 @@ typedef struct redlock_options {
      * are handed to that thread and share one pipelined connection per
      * node, which costs the servers less per call when many threads lock
      * at once. 0 (the default): each blocking call does its own I/O on its
-     * own caller's thread. Not with event_loop (REDLOCK_EINVAL).
+     * own caller's thread. Not with event_loop or event_loop_watchdog_thread
+     * (REDLOCK_EINVAL).
      */
     int io_thread;
 } redlock_options;
@@ -1210,7 +1211,10 @@ REDLOCK_EXTERN int redlock_unlock_async(redlock_lock *lock, uint64_t owner,
  *   - the watchdog's renewals run on the I/O thread, and on_lost runs
  *     there, in the watchdog's fiber (see "Event loops" for what it may
  *     do: start and cancel blocking calls, which park it; not free the
- *     client);
+ *     client). Every thread's calls need that thread: an on_lost that
+ *     waits for something a caller does while inside a library call (a
+ *     mutex the caller holds across redlock_unlock(), say) deadlocks
+ *     both;
  *   - the client starts the I/O thread instead of the watchdog and
  *     subscriber threads, with every signal blocked in it;
  *   - redlock_last_error() and redlock_lock_report() still tell each
@@ -1222,7 +1226,13 @@ REDLOCK_EXTERN int redlock_unlock_async(redlock_lock *lock, uint64_t owner,
  *     which frees the client (flush included), and joins it;
  *   - the event-loop calls (redlock_loop_attach(), redlock_loop_action(),
  *     redlock_acquire_async(), redlock_unlock_async()) are refused with
- *     REDLOCK_EINVAL on any thread but the I/O thread, whose loop it is;
+ *     REDLOCK_EINVAL on any thread but the I/O thread, whose loop it is,
+ *     and redlock_loop_pending() says 0 there;
+ *   - a blocking call made from a fiber of another client's loop (that
+ *     client's on_lost) is handed over too, and parks that fiber in
+ *     one-millisecond naps until done, so neither loop blocks the other;
+ *   - redlock_client_flush() from another thread also waits for the
+ *     releases owed on the I/O thread's shared connections;
  *   - the inspection calls (redlock_lock_inspect() ...), fenced writes and
  *     force unlocks run on the caller's thread over pooled connections,
  *     as on a blocking client.

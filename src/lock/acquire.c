@@ -445,7 +445,7 @@ int redlock_acquire_as(redlock_lock *l, uint64_t owner, int64_t wait_ms, int64_t
     /* On a loop-driven client's thread, outside its fibers: the loop is
      * driven until this call is done (a renewal parked in it may be what
      * the call waits for). */
-    if (l->client->loop.run_sync && !redlock__wait_parks())
+    if (redlock__loop_runs_call(l->client, redlock__wait_parks()))
         return l->client->loop.run_sync(l->client->loop.loop, l, 0, owner, wait_ms, lease_ms);
     /* Nothing would renew a watchdog lease: no thread, no loop yet. */
     if (l->client->event_loop && !l->client->loop.loop && lease_ms <= 0 &&

@@ -44,9 +44,10 @@ static int check_options(const redlock_options *o)
         return redlock__fail(REDLOCK_EINVAL, "retry_delay_ms must be >= 0");
     if (!(o->drift_factor >= 0.0 && o->drift_factor < 0.5))
         return redlock__fail(REDLOCK_EINVAL, "drift_factor must be in [0, 0.5)");
-    if (o->io_thread && o->event_loop)
-        return redlock__fail(REDLOCK_EINVAL, "io_thread and event_loop exclude each other: "
-                                             "an I/O thread runs the client's loop itself");
+    if (o->io_thread && (o->event_loop || o->event_loop_watchdog_thread))
+        return redlock__fail(REDLOCK_EINVAL, "io_thread excludes event_loop and "
+                                             "event_loop_watchdog_thread: an I/O thread runs "
+                                             "the client's loop and its watchdog itself");
     return REDLOCK_OK;
 }
 

@@ -63,6 +63,10 @@ typedef struct redlock__io_hooks {
     /* redlock_client_free() from another thread: the I/O thread frees
      * the client, and is joined. */
     void (*stop)(void *io);
+    /* A hold was listed or a background call queued off the I/O thread
+     * (a flush, a relayed call's caller): the next tick may have moved,
+     * and only that thread can set its timer again. Takes no mutex. */
+    void (*wake)(void *io);
 } redlock__io_hooks;
 
 typedef struct redlock__watchdog {
@@ -137,6 +141,15 @@ struct redlock_client {
 static inline int redlock__io_elsewhere(const redlock_client *c)
 {
     return c->io.io && !pthread_equal(pthread_self(), c->io.thread);
+}
+
+/* Whether a blocking acquire or unlock goes through the loop's run_sync
+ * hook: on the loop's thread outside its fibers (it drives the loop), and
+ * on any thread but an I/O thread's own, fibers of another client's loop
+ * included (it is handed over). */
+static inline int redlock__loop_runs_call(const redlock_client *c, int parks)
+{
+    return c->loop.run_sync && (!parks || redlock__io_elsewhere(c));
 }
 
 typedef enum redlock__hold_state {

@@ -364,7 +364,7 @@ int redlock_unlock_as(redlock_lock *l, uint64_t owner)
     if (!l)
         return redlock__fail(REDLOCK_EINVAL, "lock is NULL");
     /* See redlock_acquire_as(). */
-    if (l->client->loop.run_sync && !redlock__wait_parks())
+    if (redlock__loop_runs_call(l->client, redlock__wait_parks()))
         return l->client->loop.run_sync(l->client->loop.loop, l, 1, owner, 0, 0);
     memset(&tally, 0, sizeof(tally));
     memset(&s, 0, sizeof(s));

@@ -644,6 +644,19 @@ static int wait_tick_in_flight(redlock_client *c, int64_t deadline)
     return waited;
 }
 
+/* Releases parked on an I/O thread's shared connections: only that
+ * thread reads them, so another thread's flush waits for it to settle
+ * them, in short naps, up to deadline. */
+static void wait_io_parked(redlock_client *c, int64_t deadline)
+{
+    const redlock__transport_ops *ops = c->tp.ops;
+
+    while (redlock__io_elsewhere(c) && redlock__retry_parked(&c->retry) > 0 &&
+           ops->now_ns(c->tp.ctx) < deadline)
+        if (sleep_until(c, ops->now_ns(c->tp.ctx) + REDLOCK__NS_PER_MS) != 0)
+            break;
+}
+
 /* The owed calls go first; then the calls left in flight wait for their
  * answers. One whose connection closed first is owed: sent in what time
  * remains (with what the first round left, but only then). */
@@ -671,6 +684,7 @@ int redlock__watchdog_flush(redlock_client *c, int timeout_ms)
     }
     if (redlock__retry_parked(&c->retry) && ops->drain) {
         ops->drain(c->tp.ctx, deadline);
+        wait_io_parked(c, deadline);
         if (redlock__retry_lost(&c->retry) != lost && ops->now_ns(c->tp.ctx) < deadline)
             left = flush_pending(c, ops->now_ns(c->tp.ctx), deadline);
     }

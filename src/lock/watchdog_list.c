@@ -22,6 +22,11 @@ void redlock__watchdog_add(redlock_lock *l)
     }
     pthread_cond_broadcast(&wd->cond);
     pthread_mutex_unlock(&wd->mu);
+    /* A hold listed from a thread other than its client's I/O thread (a
+     * fiber of another client's loop making a call inline): that thread's
+     * timer must learn of the renewal due. */
+    if (l->client->io.wake && redlock__io_elsewhere(l->client))
+        l->client->io.wake(l->client->io.io);
 }
 
 static void unlist(redlock__watchdog *wd, redlock_lock *l)

@@ -4,6 +4,7 @@
  * call is due (or it is woken), then runs one tick (watchdog.c).
  */
 #include <pthread.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <time.h>
 
@@ -22,8 +23,11 @@
 static void wake_watchdog(void *ud)
 {
     redlock__watchdog *wd = ud;
+    redlock_client *c = (redlock_client *)((char *)wd - offsetof(redlock_client, wd));
 
     pthread_cond_broadcast(&wd->cond);
+    if (c->io.wake && redlock__io_elsewhere(c))
+        c->io.wake(c->io.io);
 }
 
 /* The next moment anything is due. Called with wd->mu held. */

@@ -56,6 +56,7 @@ typedef struct io_thread {
     pthread_cond_t started_cond;
     io_call *head, *tail;           /* calls not yet started */
     int stopping, started, start_rc;
+    int refresh;                    /* atomic: the next tick may have moved */
     /* What the loop asked to watch, by fd (REDLOCK_EV_*), and its timer;
      * only the I/O thread touches them. */
     unsigned char *events;
@@ -81,8 +82,9 @@ static void watch(void *ud, int fd, int events)
             return;
         while (cap <= (size_t)fd)
             cap *= 2;
-        /* Out of memory: the fd goes unwatched and its task meets its
-         * node timeout, as on a silent node. */
+        /* Out of memory: the fd goes unwatched. A call's requests on it
+         * meet their node timeout, as on a silent node, and a shared
+         * connection on it is not read until it is opened again. */
         if (!(grown = realloc(io->events, cap)))
             return;
         memset(grown + io->cap, 0, cap - io->cap);
@@ -188,9 +190,11 @@ static int relay(io_thread *io, io_call *call)
      * full counter (EAGAIN) means the same. */
     if (was_empty && write(io->wake_fd, &one, sizeof(one)) < 0 && errno != EAGAIN)
         redlock__log(io->c, REDLOCK_LOG_ERROR, "I/O thread: eventfd write: %s", strerror(errno));
+    /* In a fiber (another client's on_lost) the thread must not block: its
+     * loop may be what this call, or a call of its own, waits for. */
     pthread_mutex_lock(&io->mu);
     while (!call->done)
-        pthread_cond_wait(&call->cond, &io->mu);
+        redlock__wait_cond(&call->cond, &io->mu);
     pthread_mutex_unlock(&io->mu);
     pthread_cond_destroy(&call->cond);
     if (call->kind == CALL_FREE)
@@ -218,6 +222,17 @@ static int run_sync(void *loop, redlock_lock *l, int unlock, uint64_t owner, int
     /* A cancel made from now on ends the call, as for any blocking one. */
     call.cancels_seen = __atomic_load_n(&l->cancels, __ATOMIC_ACQUIRE);
     return relay(l->client->io.io, &call);
+}
+
+static void wake(void *ud)
+{
+    io_thread *io = ud;
+    uint64_t one = 1;
+    ssize_t w;
+
+    __atomic_store_n(&io->refresh, 1, __ATOMIC_RELEASE);
+    w = write(io->wake_fd, &one, sizeof(one));
+    (void)w; /* a full counter already means a wake-up is due */
 }
 
 static void free_lock(void *ud, redlock_lock *l)
@@ -290,6 +305,8 @@ static void turn(io_thread *io)
             redlock__log(io->c, REDLOCK_LOG_ERROR, "I/O thread: eventfd read: %s",
                          strerror(errno));
     }
+    if (__atomic_exchange_n(&io->refresh, 0, __ATOMIC_ACQ_REL))
+        redlock__loop_refresh_tick(io->c->loop.loop);
 }
 
 static void stop(void *ud);
@@ -303,7 +320,8 @@ static void *io_main(void *arg)
     if (rc == REDLOCK_OK) {
         c->loop.run_sync = run_sync;
         c->io = (redlock__io_hooks){
-            .io = io, .thread = pthread_self(), .free_lock = free_lock, .stop = stop};
+            .io = io, .thread = pthread_self(), .free_lock = free_lock, .stop = stop,
+            .wake = wake};
     }
     pthread_mutex_lock(&io->mu);
     io->start_rc = rc;

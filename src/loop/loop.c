@@ -488,9 +488,16 @@ int redlock_loop_action(redlock_client *c, int fd, int events)
     return REDLOCK_OK;
 }
 
+void redlock__loop_refresh_tick(redlock__loop *loop)
+{
+    loop->wd_due = redlock__watchdog_next_due(loop->c);
+    redlock__loop_update_timer(loop);
+}
+
 size_t redlock_loop_pending(const redlock_client *c)
 {
-    const redlock__loop *loop = c ? c->loop.loop : NULL;
+    /* The count is the loop thread's; elsewhere it could be torn. */
+    const redlock__loop *loop = c && !redlock__io_elsewhere(c) ? c->loop.loop : NULL;
 
     return loop ? loop->n_ops : 0;
 }

@@ -90,6 +90,10 @@ int redlock__loop_run_sync(void *loop, redlock_lock *l, int unlock, uint64_t own
  * flight. */
 int redlock__loop_freeing(const redlock__loop *loop, const redlock_lock *l);
 
+/* Looks again when the watchdog's next tick is due (holds listed or
+ * background calls queued from another thread) and sets the timer. */
+void redlock__loop_refresh_tick(redlock__loop *loop);
+
 /* The loop of a client, or NULL with the reason in the last error. */
 redlock__loop *redlock__loop_of(redlock_client *c);
 

@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "redlock/adapters/poll.h"
 #include "redlock/redlock.h"
 #include "rig_env.h"
 
@@ -401,6 +402,118 @@ START_TEST(test_every_kind)
 }
 END_TEST
 
+static void *thaw_later(void *arg)
+{
+    rig_sleep_ms(200);
+    rig_node("thaw", *(size_t *)arg);
+    return NULL;
+}
+
+/* A release settled at a quorum leaves the frozen node's answer owed on
+ * the I/O thread's shared connection; a flush from another thread waits
+ * until that thread has read it. */
+START_TEST(test_flush_waits_for_owed_release)
+{
+    redlock_client *c = io_client(0);
+    redlock_lock *l = NULL;
+    char name[128], cmd[256];
+    size_t frozen = 4;
+    pthread_t th;
+    int rc;
+
+    rig_unique_name(name, sizeof(name), "io", "flush");
+    ck_assert_int_eq(redlock_lock_new(c, name, NULL, &l), REDLOCK_OK);
+    ck_assert_int_eq(redlock_acquire_as(l, 1, 0, 10000), REDLOCK_OK);
+    rig_node("freeze", frozen);
+    ck_assert_int_eq(redlock_unlock_as(l, 1), REDLOCK_OK);
+    ck_assert_int_eq(pthread_create(&th, NULL, thaw_later, &frozen), 0);
+    rc = redlock_client_flush(c, 3000);
+    pthread_join(th, NULL);
+    ck_assert_msg(rc == REDLOCK_OK, "flush: %s", redlock_last_error());
+    snprintf(cmd, sizeof(cmd), "EXISTS %s", name);
+    ck_assert_str_eq(rig_cli(frozen, cmd), "0");
+    redlock_lock_free(l);
+    redlock_client_free(c);
+}
+END_TEST
+
+typedef struct from_callback {
+    redlock_lock *io_lock;
+    int called, rc;
+} from_callback;
+
+static void acquire_io_lock(void *ud, redlock_lock *l, uint64_t owner, int reason)
+{
+    from_callback *f = ud;
+
+    (void)l;
+    (void)owner;
+    (void)reason;
+    f->rc = redlock_acquire_as(f->io_lock, 5, 0, 0);
+    f->called++;
+}
+
+static void loop_done(void *ud, redlock_lock *l, int rc, const char *message)
+{
+    (void)l;
+    (void)message;
+    *(int *)ud = rc == REDLOCK_OK ? 1 : -1;
+}
+
+/* A blocking call on an io_thread client from another client's loop
+ * callback (its on_lost, in a fiber on the program's thread) is handed to
+ * the I/O thread like any other: the hold it takes is renewed there. It
+ * used to run inline, and the idle I/O thread never learnt of the hold. */
+START_TEST(test_call_from_other_loop_callback)
+{
+    redlock_client *c = io_client(1500), *other = NULL;
+    redlock_options o = {0};
+    redlock_poll_loop pl;
+    redlock_lock *l = NULL, *ol = NULL;
+    char name[128], oname[128], cmd[256];
+    from_callback f = {0};
+    int held = 0;
+    int64_t end;
+    size_t i;
+
+    rig_unique_name(name, sizeof(name), "io", "fromloop");
+    rig_unique_name(oname, sizeof(oname), "io", "fromloop-other");
+    ck_assert_int_eq(redlock_lock_new(c, name, NULL, &l), REDLOCK_OK);
+    o.event_loop = 1;
+    o.watchdog_lease_ms = 1500;
+    ck_assert_int_eq(redlock_client_new(&other, rig_plain_uris(), N_NODES, &o), REDLOCK_OK);
+    ck_assert_int_eq(redlock_poll_attach(&pl, other), REDLOCK_OK);
+    ck_assert_int_eq(redlock_lock_new(other, oname, NULL, &ol), REDLOCK_OK);
+    f.io_lock = l;
+    redlock_lock_set_on_lost(ol, acquire_io_lock, &f);
+    ck_assert_int_eq(redlock_acquire_async(ol, 1, 0, 0, loop_done, &held), REDLOCK_OK);
+    for (end = rig_now_ms() + 3000; !held && rig_now_ms() < end;)
+        redlock_poll_run_once(&pl, 10);
+    ck_assert_int_eq(held, 1);
+    snprintf(cmd, sizeof(cmd), "DEL %s", oname);
+    for (i = 0; i < N_NODES; i++)
+        rig_cli(i, cmd);
+    for (end = rig_now_ms() + 3000; !f.called && rig_now_ms() < end;)
+        redlock_poll_run_once(&pl, 10);
+    ck_assert_int_eq(f.called, 1);
+    ck_assert_int_eq(f.rc, REDLOCK_OK);
+    /* Two of its leases, the other loop still driven: held only if the
+     * I/O thread renews it. */
+    for (end = rig_now_ms() + 3200; rig_now_ms() < end;)
+        redlock_poll_run_once(&pl, 10);
+    snprintf(cmd, sizeof(cmd), "PTTL %s", name);
+    ck_assert_msg(atol(rig_cli(0, cmd)) > 0, "the hold was not renewed: PTTL %s",
+                  rig_cli(0, cmd));
+    ck_assert_int_eq(redlock_unlock_as(l, 5), REDLOCK_OK);
+    ck_assert_int_eq(redlock_unlock_as(ol, 1), REDLOCK_ELOST);
+    redlock_lock_free(ol);
+    redlock_client_free(other);
+    redlock_poll_free(&pl);
+    redlock_lock_free(l);
+    redlock_client_free(c);
+}
+END_TEST
+
 static void never_done(void *ud, redlock_lock *l, int rc, const char *message)
 {
     (void)ud;
@@ -441,6 +554,11 @@ START_TEST(test_loop_api_refused)
     o.event_loop = 1;
     ck_assert_int_eq(redlock_client_new(&bad, rig_plain_uris(), N_NODES, &o), REDLOCK_EINVAL);
     ck_assert_ptr_null(bad);
+    o.event_loop = 0;
+    o.event_loop_watchdog_thread = 1;
+    ck_assert_int_eq(redlock_client_new(&bad, rig_plain_uris(), N_NODES, &o), REDLOCK_EINVAL);
+    ck_assert_ptr_null(bad);
+    ck_assert_uint_eq(redlock_loop_pending(c), 0);
     redlock_lock_free(l);
     redlock_client_free(c);
 }
@@ -479,6 +597,8 @@ int main(void)
     RIG_ADD_CASE(s, test_cancel_from_other_thread, 60);
     RIG_ADD_CASE(s, test_watchdog_and_on_lost, 60);
     RIG_ADD_CASE(s, test_every_kind, 60);
+    RIG_ADD_CASE(s, test_flush_waits_for_owed_release, 60);
+    RIG_ADD_CASE(s, test_call_from_other_loop_callback, 60);
     RIG_ADD_CASE(s, test_loop_api_refused, 60);
     RIG_ADD_CASE(s, test_free_ends_thread, 60);
     sr = srunner_create(s);

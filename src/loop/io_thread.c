@@ -150,6 +150,10 @@ static void start_queued(io_thread *io, int stopping)
     call = io->head;
     io->head = io->tail = NULL;
     pthread_mutex_unlock(&io->mu);
+    if (!call)
+        return;
+    /* The calls' requests to a node go out together, in one write. */
+    redlock__loop_batch_begin(io->c->loop.loop);
     for (; call; call = next) {
         next = call->next;
         if (!stopping || call->kind == CALL_FREE) {
@@ -160,6 +164,7 @@ static void start_queued(io_thread *io, int stopping)
                  redlock_lock_name(call->lock));
         finish(io, call, REDLOCK_ECANCELED);
     }
+    redlock__loop_batch_end(io->c->loop.loop);
 }
 
 /* Hands call to the I/O thread and waits for its outcome. */

@@ -488,6 +488,25 @@ int redlock_loop_action(redlock_client *c, int fd, int events)
     return REDLOCK_OK;
 }
 
+void redlock__loop_batch_begin(redlock__loop *loop)
+{
+    loop->batching = 1;
+}
+
+void redlock__loop_batch_end(redlock__loop *loop)
+{
+    int was = loop->in_action;
+
+    loop->batching = 0;
+    loop->in_action = 1;
+    redlock__loop_run_queue(loop);
+    loop->in_action = was;
+    if (!was) {
+        redlock__fds_flush_stale(loop);
+        redlock__loop_update_timer(loop);
+    }
+}
+
 void redlock__loop_refresh_tick(redlock__loop *loop)
 {
     loop->wd_due = redlock__watchdog_next_due(loop->c);
@@ -575,6 +594,8 @@ int redlock__task_start_ex(redlock_client *c, redlock_lock *l, redlock__task_fn 
      * this thread (its callback), this loop is not being driven, and its
      * timer brings it back at once. */
     redlock__loop_make_runnable(loop, t);
+    if (loop->batching)
+        return REDLOCK_OK;
     if (redlock__wait_parks()) {
         if (redlock__wait_runner() != loop)
             redlock__loop_update_timer(loop);

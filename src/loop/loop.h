@@ -90,6 +90,12 @@ int redlock__loop_run_sync(void *loop, redlock_lock *l, int unlock, uint64_t own
  * flight. */
 int redlock__loop_freeing(const redlock__loop *loop, const redlock_lock *l);
 
+/* Tasks started between the two run together at the end, from the loop's
+ * thread outside its fibers: their requests to a node leave in one write
+ * (the I/O thread starts what other threads handed it that way). */
+void redlock__loop_batch_begin(redlock__loop *loop);
+void redlock__loop_batch_end(redlock__loop *loop);
+
 /* Looks again when the watchdog's next tick is due (holds listed or
  * background calls queued from another thread) and sets the timer. */
 void redlock__loop_refresh_tick(redlock__loop *loop);

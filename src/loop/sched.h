@@ -57,6 +57,7 @@ struct redlock__loop {
     int in_action;              /* resuming tasks or running callbacks */
     int destroying;             /* redlock_client_free: hooks are off */
     int ticking;                /* a watchdog tick is in flight */
+    int batching;               /* tasks started now run at the batch's end */
     int64_t wd_due;             /* the next tick, as of the last change */
     int64_t timer_at;           /* the timer asked for; INT64_MAX: none */
     pthread_t thread;           /* the loop's (the one that attached) */

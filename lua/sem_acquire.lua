@@ -28,10 +28,15 @@
 -- derives its writer mark), which lives as long as the permits: whoever
 -- removes the last one (here, sem_release.lua, sem_abort.lua) deletes it.
 --   "limit"  the K of the permits taken. Each client counts with its own
---            K, so without it clients of different sizes would each
---            enforce theirs, and a count written again (it is deleted by a
---            force unlock) by the larger would let more out than the
---            smaller allows.
+--            K, so clients of different sizes would each enforce theirs.
+--            While the count exists it is checked instead: the count plus
+--            the permits taken is the K it was written for (every grant,
+--            release and sweep moves one as much as the other), and it
+--            outlives the permits and this hash. Without a count (a force
+--            unlock deletes it) this field is what stops a larger K from
+--            writing it again and letting more out than the smaller
+--            allows. (Redisson's addPermits changes that sum: our clients
+--            then refuse the name.)
 --   <field>  the request id of that handle's permits here, so that a late
 --            copy of an earlier request of the handle (its first acquire,
 --            overtaken by the watchdog's re-grant) finds them without a
@@ -71,7 +76,15 @@ if #expired > 0 then
     end
 end
 local kept = redis.call('hmget', own, 'limit', ARGV[2])
-if kept[1] and tonumber(kept[1]) ~= tonumber(ARGV[6]) and redis.call('exists', KEYS[3]) == 1 then
+if value then
+    local size = tonumber(value) + redis.call('zcard', KEYS[3])
+    if size ~= tonumber(ARGV[6]) then
+        return redis.error_reply('ELIMIT the count here is for limit ' .. size ..
+                                 ', this client\'s limit is ' .. ARGV[6] ..
+                                 ': all clients of a semaphore need the same')
+    end
+elseif kept[1] and tonumber(kept[1]) ~= tonumber(ARGV[6]) and
+        redis.call('exists', KEYS[3]) == 1 then
     return redis.error_reply('ELIMIT the permits taken here have limit ' .. kept[1] ..
                              ', this client\'s limit is ' .. ARGV[6] ..
                              ': all clients of a semaphore need the same')

@@ -836,6 +836,45 @@ static void limit_mismatch(size_t n)
     redlock_client_free(cb);
 }
 
+/* The count outlives the permits (and the hash that keeps their limit):
+ * once every permit of a limit-3 client went back, clients of limit 2
+ * used to find no limit to compare with and take three permits from the
+ * count of 3. The count plus the permits taken is the limit it was
+ * written for. */
+START_TEST(test_limit_mismatch_idle_count)
+{
+    redlock_client *ca = client_with(1, NODE_TIMEOUT_MS, 0);
+    redlock_client *cb = client_with(1, NODE_TIMEOUT_MS, 0);
+    redlock_semaphore *two, *three;
+    redlock_permit *p = NULL;
+    char name[64];
+    int rc;
+
+    rig_unique_name(name, sizeof(name), "sem", "limitidle");
+    three = sem_new(ca, name, 3);
+    two = sem_new(cb, name, 2);
+    give_back(take(three, 1, 0, LEASE_MS));
+    ck_assert_str_eq(cli(0, "GET '%s'", name), "3");
+    ck_assert_str_eq(cli(0, "EXISTS '{%s}:timeout' 'redlock_gen:{%s}'", name, name), "0");
+    rc = redlock_semaphore_acquire(two, 1, 0, LEASE_MS, &p);
+    ck_assert_msg(rc == REDLOCK_ECONFIG, "limit 2 on limit 3's idle count: %s: %s",
+                  redlock_err_name(rc), redlock_last_error());
+    ck_assert_ptr_null(p);
+    ck_assert_msg(strstr(redlock_last_error(), "limit 3") &&
+                      strstr(redlock_last_error(), "limit is 2"),
+                  "the message names both limits: %s", redlock_last_error());
+    ck_assert_str_eq(cli(0, "ZCARD '{%s}:timeout'", name), "0");
+    /* Limit 3 itself still takes all three. */
+    p = take(three, 3, 0, LEASE_MS);
+    give_back(p);
+    cli(0, "DEL '%s'", name);
+    redlock_semaphore_free(two);
+    redlock_semaphore_free(three);
+    redlock_client_free(ca);
+    redlock_client_free(cb);
+}
+END_TEST
+
 START_TEST(test_limit_mismatch_single)
 {
     limit_mismatch(1);
@@ -867,5 +906,6 @@ int main(void)
     RIG_ADD_CASE(s, test_late_first_acquire_after_regrant, 60);
     RIG_ADD_CASE(s, test_limit_mismatch_single, 60);
     RIG_ADD_CASE(s, test_limit_mismatch_quorum, 60);
+    RIG_ADD_CASE(s, test_limit_mismatch_idle_count, 60);
     return run_suite(s);
 }

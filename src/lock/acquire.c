@@ -338,12 +338,16 @@ static int sleep_until_next(acquire *a, int rc)
     if (until > a->deadline_ns)
         until = a->deadline_ns;
     /* A grant that came back too late to be valid backs off like a lost
-     * race: its own abort's release message would wake it. */
+     * race: a plain lock's own abort publishes the release that wakes it.
+     * A fair waiter's abort wakes the next waiter instead, so its back-off
+     * ends in time to renew its places. */
     if (rc == REDLOCK_ETIMEOUT) {
-        a->losses++;
+        int64_t back = backoff_until(now, a->attempt_ns, ++a->losses, a->deadline_ns);
+
         a->woken = 0;
-        return ops->wait(a->c->tp.ctx, a->watch, &a->seen,
-                         backoff_until(now, a->attempt_ns, a->losses, a->deadline_ns));
+        if (a->l->kind == REDLOCK__KIND_FAIR && back > until)
+            back = until;
+        return ops->wait(a->c->tp.ctx, a->watch, &a->seen, back);
     }
     /* A fair lock wakes only the waiter that is first: it lost no race. */
     a->losses = a->woken && rc == REDLOCK_EBUSY && a->l->n > 1 &&

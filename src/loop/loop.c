@@ -488,16 +488,12 @@ int redlock_loop_action(redlock_client *c, int fd, int events)
     return REDLOCK_OK;
 }
 
-void redlock__loop_batch_begin(redlock__loop *loop)
-{
-    loop->batching = 1;
-}
-
-void redlock__loop_batch_end(redlock__loop *loop)
+/* Runs what was just started, from outside the loop's fibers: its
+ * requests go out now; outside an action the fds and timer follow. */
+static void run_started(redlock__loop *loop)
 {
     int was = loop->in_action;
 
-    loop->batching = 0;
     loop->in_action = 1;
     redlock__loop_run_queue(loop);
     loop->in_action = was;
@@ -505,6 +501,17 @@ void redlock__loop_batch_end(redlock__loop *loop)
         redlock__fds_flush_stale(loop);
         redlock__loop_update_timer(loop);
     }
+}
+
+void redlock__loop_batch_begin(redlock__loop *loop)
+{
+    loop->batching = 1;
+}
+
+void redlock__loop_batch_end(redlock__loop *loop)
+{
+    loop->batching = 0;
+    run_started(loop);
 }
 
 void redlock__loop_refresh_tick(redlock__loop *loop)
@@ -543,7 +550,7 @@ int redlock__task_start_ex(redlock_client *c, redlock_lock *l, redlock__task_fn 
 {
     redlock__loop *loop = c->loop.loop;
     redlock__task *t = loop->spare;
-    int rc, was;
+    int rc;
 
     if (t) {
         redlock__fiber *fiber = t->fiber;
@@ -601,13 +608,6 @@ int redlock__task_start_ex(redlock_client *c, redlock_lock *l, redlock__task_fn 
             redlock__loop_update_timer(loop);
         return REDLOCK_OK;
     }
-    was = loop->in_action;
-    loop->in_action = 1;
-    redlock__loop_run_queue(loop);
-    loop->in_action = was;
-    if (!was) {
-        redlock__fds_flush_stale(loop);
-        redlock__loop_update_timer(loop);
-    }
+    run_started(loop);
     return REDLOCK_OK;
 }

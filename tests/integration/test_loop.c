@@ -315,6 +315,68 @@ END_TEST
 static redlock_lock *on_other_client;
 static result other_result;
 static int other_rc, started_other;
+static int64_t other_took_ms;
+
+/* A second loop-driven client on this thread, on a poll() loop of its
+ * own, with the handle on_other_client on a fresh name. */
+static redlock_client *other_client(redlock_poll_loop *pl, const char *tag)
+{
+    redlock_options o = {0};
+    redlock_client *other = NULL;
+    char name[64];
+
+    o.event_loop = 1;
+    ck_assert_int_eq(redlock_client_new(&other, rig_plain_uris(), N_NODES, &o), REDLOCK_OK);
+    ck_assert_int_eq(redlock_poll_attach(pl, other), REDLOCK_OK);
+    rig_unique_name(name, sizeof(name), "loop", tag);
+    ck_assert_int_eq(redlock_lock_new(other, name, NULL, &on_other_client), REDLOCK_OK);
+    started_other = 0;
+    other_rc = -1;
+    return other;
+}
+
+/* Drives the other client's loop alone until *flag is set or ms passed. */
+static void run_other_until(redlock_poll_loop *pl, const int *flag, int64_t ms)
+{
+    int64_t end;
+
+    for (end = rig_now_ms() + ms; !*flag && rig_now_ms() < end;)
+        redlock_poll_run_once(pl, 10);
+}
+
+/* A lock of L's client on name, held by owner 1 with a watchdog lease,
+ * whose on_lost is fn; a take-over then calls fn from L's tick. */
+static redlock_lock *held_with_on_lost(const char *name, redlock_on_lost_fn fn)
+{
+    redlock_lock *l = new_lock(name);
+    result r;
+
+    redlock_lock_set_on_lost(l, fn, NULL);
+    start_acquire(l, 1, 0, 0, &r);
+    ck_assert(run_until(&r.done, 5000));
+    ck_assert_msg(r.rc == REDLOCK_OK, "%s", r.msg);
+    return l;
+}
+
+/* Frees both clients and L's lock on name, released first. */
+static void end_two_clients(redlock_client *other, redlock_poll_loop *pl, redlock_lock *l,
+                            const char *name)
+{
+    char args[256];
+    result u;
+    size_t i;
+
+    redlock_lock_free(on_other_client);
+    redlock_client_free(other);
+    redlock_poll_free(pl);
+    start_unlock(l, 1, &u);
+    ck_assert(run_until(&u.done, 3000));
+    redlock_lock_free(l);
+    redlock_client_free(L.c);
+    snprintf(args, sizeof(args), "DEL %s", name);
+    for (i = 0; i < N_NODES; i++)
+        rig_cli(i, args);
+}
 
 static void start_on_other_client(void *ud, redlock_lock *l, uint64_t owner, int reason)
 {
@@ -329,56 +391,31 @@ static void start_on_other_client(void *ud, redlock_lock *l, uint64_t owner, int
  *     callback's own loop would run it, and an idle client never did. */
 START_TEST(test_callback_starts_on_other_client)
 {
-    redlock_options o = {0};
-    redlock_client *other = NULL;
+    redlock_client *other;
     redlock_poll_loop pl;
-    result r, u;
+    result u;
     redlock_lock *l;
-    char name[64], name2[64], args[256];
-    int64_t end;
-    size_t i;
+    char name[64];
 
     loop_client(0, 1500);
-    o.event_loop = 1;
-    ck_assert_int_eq(redlock_client_new(&other, rig_plain_uris(), N_NODES, &o), REDLOCK_OK);
-    ck_assert_int_eq(redlock_poll_attach(&pl, other), REDLOCK_OK);
-    rig_unique_name(name, sizeof(name), "loop", "cbfirst");
-    rig_unique_name(name2, sizeof(name2), "loop", "cbother");
-    ck_assert_int_eq(redlock_lock_new(other, name2, NULL, &on_other_client), REDLOCK_OK);
+    other = other_client(&pl, "cbother");
     memset(&other_result, 0, sizeof(other_result));
-    started_other = 0;
-    l = new_lock(name);
-    redlock_lock_set_on_lost(l, start_on_other_client, NULL);
-    start_acquire(l, 1, 0, 0, &r);
-    ck_assert(run_until(&r.done, 5000));
-    ck_assert_msg(r.rc == REDLOCK_OK, "%s", r.msg);
+    rig_unique_name(name, sizeof(name), "loop", "cbfirst");
+    l = held_with_on_lost(name, start_on_other_client);
     take_over_everywhere(name);
     ck_assert(run_until(&started_other, 3000));
     ck_assert_int_eq(other_rc, REDLOCK_OK);
     /* Only the other client's loop runs from now on. */
-    for (end = rig_now_ms() + 3000; !other_result.done && rig_now_ms() < end;)
-        redlock_poll_run_once(&pl, 10);
+    run_other_until(&pl, &other_result.done, 3000);
     ck_assert_msg(other_result.done == 1, "the other client's acquire never ran");
     ck_assert_msg(other_result.rc == REDLOCK_OK, "%s", other_result.msg);
     memset(&u, 0, sizeof(u));
     ck_assert_int_eq(redlock_unlock_async(on_other_client, 7, on_done, &u), REDLOCK_OK);
-    for (end = rig_now_ms() + 3000; !u.done && rig_now_ms() < end;)
-        redlock_poll_run_once(&pl, 10);
+    run_other_until(&pl, &u.done, 3000);
     ck_assert_int_eq(u.rc, REDLOCK_OK);
-    redlock_lock_free(on_other_client);
-    redlock_client_free(other);
-    redlock_poll_free(&pl);
-    start_unlock(l, 1, &u);
-    ck_assert(run_until(&u.done, 3000));
-    redlock_lock_free(l);
-    redlock_client_free(L.c);
-    snprintf(args, sizeof(args), "DEL %s", name);
-    for (i = 0; i < N_NODES; i++)
-        rig_cli(i, args);
+    end_two_clients(other, &pl, l, name);
 }
 END_TEST
-
-static int64_t other_took_ms;
 
 static void block_on_other_client(void *ud, redlock_lock *l, uint64_t owner, int reason)
 {
@@ -399,40 +436,26 @@ static void block_on_other_client(void *ud, redlock_lock *l, uint64_t owner, int
  *     loops are driven, as a program with two clients on one loop would. */
 START_TEST(test_blocking_call_on_other_client)
 {
-    redlock_options o = {0};
-    redlock_client *other = NULL;
+    redlock_client *other;
     redlock_poll_loop pl;
-    result r, u;
+    result u;
     redlock_lock *l;
-    char name[64], name2[64], args[256];
+    char name[64];
     int64_t end;
-    size_t i;
 
     loop_client(0, 1500);
-    o.event_loop = 1;
-    ck_assert_int_eq(redlock_client_new(&other, rig_plain_uris(), N_NODES, &o), REDLOCK_OK);
-    ck_assert_int_eq(redlock_poll_attach(&pl, other), REDLOCK_OK);
+    other = other_client(&pl, "cbblockother");
     rig_unique_name(name, sizeof(name), "loop", "cbblock");
-    rig_unique_name(name2, sizeof(name2), "loop", "cbblockother");
-    ck_assert_int_eq(redlock_lock_new(other, name2, NULL, &on_other_client), REDLOCK_OK);
-    started_other = 0;
-    other_rc = -1;
-    l = new_lock(name);
-    redlock_lock_set_on_lost(l, block_on_other_client, NULL);
-    start_acquire(l, 1, 0, 0, &r);
-    ck_assert(run_until(&r.done, 5000));
-    ck_assert_msg(r.rc == REDLOCK_OK, "%s", r.msg);
+    l = held_with_on_lost(name, block_on_other_client);
     /* A request to the other client's nodes, so its shared connections
      * exist and its reader runs. */
     memset(&u, 0, sizeof(u));
     ck_assert_int_eq(redlock_acquire_async(on_other_client, 8, 0, 30000, on_done, &u), REDLOCK_OK);
-    for (end = rig_now_ms() + 3000; !u.done && rig_now_ms() < end;)
-        redlock_poll_run_once(&pl, 10);
+    run_other_until(&pl, &u.done, 3000);
     ck_assert_int_eq(u.rc, REDLOCK_OK);
     memset(&u, 0, sizeof(u));
     ck_assert_int_eq(redlock_unlock_async(on_other_client, 8, on_done, &u), REDLOCK_OK);
-    for (end = rig_now_ms() + 3000; !u.done && rig_now_ms() < end;)
-        redlock_poll_run_once(&pl, 10);
+    run_other_until(&pl, &u.done, 3000);
     ck_assert_int_eq(u.rc, REDLOCK_OK);
     take_over_everywhere(name);
     for (end = rig_now_ms() + 5000; !started_other && rig_now_ms() < end;) {
@@ -443,16 +466,7 @@ START_TEST(test_blocking_call_on_other_client)
     ck_assert_msg(other_rc == REDLOCK_OK, "rc %d after %lld ms", other_rc,
                   (long long)other_took_ms);
     ck_assert_int_lt(other_took_ms, 1000);
-    redlock_lock_free(on_other_client);
-    redlock_client_free(other);
-    redlock_poll_free(&pl);
-    start_unlock(l, 1, &u);
-    ck_assert(run_until(&u.done, 3000));
-    redlock_lock_free(l);
-    redlock_client_free(L.c);
-    snprintf(args, sizeof(args), "DEL %s", name);
-    for (i = 0; i < N_NODES; i++)
-        rig_cli(i, args);
+    end_two_clients(other, &pl, l, name);
 }
 END_TEST
 

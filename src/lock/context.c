@@ -237,17 +237,24 @@ size_t redlock__report_store_size(void)
     return sizeof(report_store);
 }
 
+/* A store is 64 members long; a report is only read for its lock's
+ * members, so only those are copied. */
+static void copy_report(report_store *dst, const report_store *src)
+{
+    dst->lock = src->lock;
+    dst->n = src->n;
+    if (src->lock)
+        memcpy(dst->members, src->members, src->n * sizeof(src->members[0]));
+}
+
 void redlock__report_adopt(const void *store)
 {
-    if (report_of)
-        *report_of = *(const report_store *)store;
-    else
-        own_report = *(const report_store *)store;
+    copy_report(report_of ? report_of : &own_report, store);
 }
 
 void redlock__report_export(redlock__report_store *out)
 {
-    *out = thread_report;
+    copy_report(out, &thread_report);
 }
 
 void redlock__report_store_clear(void *store)
@@ -268,6 +275,7 @@ redlock_member_report *redlock__report_begin(redlock_lock *l)
     size_t i;
 
     thread_report.lock = l;
+    thread_report.n = l->n;
     for (i = 0; i < l->n; i++) {
         memset(&thread_report.members[i], 0, sizeof(thread_report.members[i]));
         thread_report.members[i].latency_us = -1;

@@ -49,6 +49,7 @@ void redlock__report_adopt(const void *store);
  * relayed to another thread (loop/io_thread.c) can carry one back. */
 typedef struct redlock__report_store {
     const redlock_lock *lock;
+    size_t n;                   /* the lock's members: what is kept */
     redlock_member_report members[REDLOCK__MAX_NODES];
 } redlock__report_store;
 /* Copies what this thread (or the fiber running) uses now into out. */

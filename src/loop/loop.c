@@ -323,14 +323,24 @@ void redlock__loop_update_timer(redlock__loop *loop)
     loop->timer_fn(loop->userdata, ms);
 }
 
+/* A kicked task runs at once, past the MAX_ACTIVE cap: a cancel ends it
+ * quickly. */
+static void kick_task(redlock__loop *loop, redlock__task *t)
+{
+    redlock__fiber_park(t->fiber)->kicked = 1;
+    if (t->admitting)
+        unadmit(loop, t);
+    redlock__loop_make_runnable(loop, t);
+}
+
 void redlock__loop_kick(void *ud, redlock_lock *l)
 {
     redlock__loop *loop = ud;
     redlock__task *t;
 
     /* A cancel from another thread (a signal-handling thread, say) must
-     * not touch the loop's lists: it wakes the loop, which then wakes
-     * every operation to look at the cancel flags. */
+     * not touch the loop's lists: it wakes the loop, which then kicks the
+     * operations whose cancel flags changed (redlock__loop_woken). */
     if (!pthread_equal(pthread_self(), loop->thread)) {
         uint64_t one = 1;
         ssize_t w = write(loop->wake_fd, &one, sizeof(one));
@@ -339,23 +349,31 @@ void redlock__loop_kick(void *ud, redlock_lock *l)
         return;
     }
     for (t = loop->tasks; t; t = t->next)
-        if (t->lock && (!l || t->lock == l) && !t->finished) {
-            redlock__fiber_park(t->fiber)->kicked = 1;
-            if (t->admitting)
-                unadmit(loop, t);
-            redlock__loop_make_runnable(loop, t);
-        }
+        if (t->lock && (!l || t->lock == l) && !t->finished)
+            kick_task(loop, t);
     if (!loop->in_action)
         redlock__loop_update_timer(loop);
 }
 
+/* The wake-up of cancels made on other threads. Only the operations they
+ * cancel are kicked: the client's, or those of a lock whose cancel count
+ * moved since the operation began. Kicking every task would make each
+ * waiting one try again at once for nothing, and let all of them past the
+ * MAX_ACTIVE cap together. */
 void redlock__loop_woken(redlock__loop *loop)
 {
     uint64_t count;
     ssize_t r = read(loop->wake_fd, &count, sizeof(count));
+    redlock__task *t;
 
     (void)r; /* nothing to read: a wake-up already taken */
-    redlock__loop_kick(loop, NULL);
+    for (t = loop->tasks; t; t = t->next)
+        if (t->lock && !t->finished &&
+            (redlock__canceled(t->lock->client) ||
+             __atomic_load_n(&t->lock->cancels, __ATOMIC_ACQUIRE) != t->cancels))
+            kick_task(loop, t);
+    if (!loop->in_action)
+        redlock__loop_update_timer(loop);
 }
 
 void redlock__loop_fd_ready(redlock__loop *loop, int fd, short revents)

@@ -236,6 +236,7 @@ END_TEST
 
 typedef struct waiter {
     redlock_lock *l;
+    int64_t wait_ms; /* 0: 20 s */
     int rc;
     int64_t took_ms;
 } waiter;
@@ -245,7 +246,7 @@ static void *wait_long(void *arg)
     waiter *w = arg;
     int64_t start = rig_now_ms();
 
-    w->rc = redlock_acquire_as(w->l, 9, 20000, 5000);
+    w->rc = redlock_acquire_as(w->l, 9, w->wait_ms ? w->wait_ms : 20000, 5000);
     w->took_ms = rig_now_ms() - start;
     return NULL;
 }
@@ -270,6 +271,54 @@ START_TEST(test_cancel_from_other_thread)
     ck_assert_int_eq(w.rc, REDLOCK_ECANCELED);
     ck_assert_int_lt(w.took_ms, 3000);
     ck_assert_int_eq(redlock_unlock_as(l, 1), REDLOCK_OK);
+    redlock_lock_free(l);
+    redlock_client_free(c);
+}
+END_TEST
+
+/* A cancel from another thread ends only the cancelled lock's calls: a
+ * waiter on another lock makes no extra attempt (it used to try again at
+ * once for every such cancel, past the loop's cap on operations at once). */
+START_TEST(test_cancel_spares_other_locks)
+{
+    redlock_client *c = io_client(0);
+    redlock_lock *l = NULL, *other = NULL;
+    char name[128], other_name[128];
+    redlock_stats before, after;
+    pthread_t th, other_th;
+    waiter w = {0}, other_w = {0};
+    int i;
+
+    rig_unique_name(name, sizeof(name), "io", "cancel-one");
+    rig_unique_name(other_name, sizeof(other_name), "io", "cancel-other");
+    ck_assert_int_eq(redlock_lock_new(c, name, NULL, &l), REDLOCK_OK);
+    ck_assert_int_eq(redlock_lock_new(c, other_name, NULL, &other), REDLOCK_OK);
+    ck_assert_int_eq(redlock_acquire_as(l, 1, 0, 30000), REDLOCK_OK);
+    ck_assert_int_eq(redlock_acquire_as(other, 1, 0, 30000), REDLOCK_OK);
+    w.l = l;
+    other_w.l = other;
+    other_w.wait_ms = 2000;
+    ck_assert_int_eq(pthread_create(&th, NULL, wait_long, &w), 0);
+    ck_assert_int_eq(pthread_create(&other_th, NULL, wait_long, &other_w), 0);
+    /* Both waiters have subscribed and sleep until a release message or
+     * the holder's 30 s TTL. */
+    rig_sleep_ms(300);
+    ck_assert_int_eq(redlock_client_stats(c, &before), REDLOCK_OK);
+    for (i = 0; i < 10; i++) {
+        redlock_acquire_cancel(l);
+        rig_sleep_ms(20);
+    }
+    pthread_join(th, NULL);
+    ck_assert_int_eq(w.rc, REDLOCK_ECANCELED);
+    ck_assert_int_eq(redlock_client_stats(c, &after), REDLOCK_OK);
+    ck_assert_msg(after.attempts == before.attempts,
+                  "10 cancels of another lock made %llu attempts",
+                  (unsigned long long)(after.attempts - before.attempts));
+    pthread_join(other_th, NULL);
+    ck_assert_int_eq(other_w.rc, REDLOCK_ETIMEOUT);
+    ck_assert_int_eq(redlock_unlock_as(l, 1), REDLOCK_OK);
+    ck_assert_int_eq(redlock_unlock_as(other, 1), REDLOCK_OK);
+    redlock_lock_free(other);
     redlock_lock_free(l);
     redlock_client_free(c);
 }
@@ -618,6 +667,7 @@ int main(void)
     RIG_ADD_CASE(s, test_contended_mutual_exclusion, 120);
     RIG_ADD_CASE(s, test_errors_and_reports_on_caller_thread, 60);
     RIG_ADD_CASE(s, test_cancel_from_other_thread, 60);
+    RIG_ADD_CASE(s, test_cancel_spares_other_locks, 60);
     RIG_ADD_CASE(s, test_watchdog_and_on_lost, 60);
     RIG_ADD_CASE(s, test_every_kind, 60);
     RIG_ADD_CASE(s, test_flush_waits_for_owed_release, 60);

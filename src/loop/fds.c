@@ -6,6 +6,12 @@
 
 #include "loop/sched.h"
 
+const unsigned char *redlock__loop_fd_table(const redlock__loop *loop, size_t *cap)
+{
+    *cap = loop->fd_cap;
+    return loop->fd_events;
+}
+
 void redlock__fds_tell(redlock__loop *loop, int fd, int events)
 {
     if (!loop->destroying)

@@ -57,10 +57,8 @@ typedef struct io_thread {
     io_call *head, *tail;           /* calls not yet started */
     int stopping, started, start_rc;
     int refresh;                    /* atomic: the next tick may have moved */
-    /* What the loop asked to watch, by fd (REDLOCK_EV_*), and its timer;
-     * only the I/O thread touches them. */
-    unsigned char *events;
-    size_t cap;
+    /* The poll set and the loop's timer; only the I/O thread touches
+     * them. */
     struct pollfd *pfd;
     size_t pfd_cap;
     int64_t timer_ns;               /* -1: no timer */
@@ -68,30 +66,13 @@ typedef struct io_thread {
 
 /* ---- the loop's hooks (on the I/O thread) -------------------------------- */
 
+/* The loop keeps what it watches itself (redlock__loop_fd_table); turn()
+ * polls from there. */
 static void watch(void *ud, int fd, int events)
 {
-    io_thread *io = ud;
-
-    if (fd < 0)
-        return;
-    if ((size_t)fd >= io->cap) {
-        size_t cap = io->cap ? io->cap : 64;
-        unsigned char *grown;
-
-        if (!events)
-            return;
-        while (cap <= (size_t)fd)
-            cap *= 2;
-        /* Out of memory: the fd goes unwatched. A call's requests on it
-         * meet their node timeout, as on a silent node, and a shared
-         * connection on it is not read until it is opened again. */
-        if (!(grown = realloc(io->events, cap)))
-            return;
-        memset(grown + io->cap, 0, cap - io->cap);
-        io->events = grown;
-        io->cap = cap;
-    }
-    io->events[fd] = (unsigned char)events;
+    (void)ud;
+    (void)fd;
+    (void)events;
 }
 
 static void set_timer(void *ud, int64_t timeout_ms)
@@ -256,11 +237,15 @@ static void free_lock(void *ud, redlock_lock *l)
  * ready, the timer, and the calls queued meanwhile. */
 static void turn(io_thread *io)
 {
-    size_t n = 0, i, want = 1;
+    const int ev_mask = REDLOCK_EV_READ | REDLOCK_EV_WRITE;
+    size_t n = 0, i, want = 1, cap;
+    const unsigned char *events = redlock__loop_fd_table(io->c->loop.loop, &cap);
     int64_t wait_ms = -1;
 
-    for (i = 0; i < io->cap; i++)
-        want += io->events[i] != 0;
+    for (i = 0; i < cap; i++)
+        want += (events[i] & ev_mask) != 0;
+    /* Out of memory the set stays as it was: what does not fit waits for
+     * a later turn (polls last at most 1 s), not for ever. */
     if (want > io->pfd_cap) {
         struct pollfd *grown = realloc(io->pfd, 2 * want * sizeof(*grown));
 
@@ -274,12 +259,12 @@ static void turn(io_thread *io)
         redlock__wait_until(redlock__now_ns() + REDLOCK__NS_PER_MS);
     } else {
         io->pfd[n++] = (struct pollfd){.fd = io->wake_fd, .events = POLLIN};
-        for (i = 0; i < io->cap && n < io->pfd_cap; i++)
-            if (io->events[i])
+        for (i = 0; i < cap && n < io->pfd_cap; i++)
+            if (events[i] & ev_mask)
                 io->pfd[n++] = (struct pollfd){
                     .fd = (int)i,
-                    .events = (short)((io->events[i] & REDLOCK_EV_READ ? POLLIN : 0) |
-                                      (io->events[i] & REDLOCK_EV_WRITE ? POLLOUT : 0))};
+                    .events = (short)((events[i] & REDLOCK_EV_READ ? POLLIN : 0) |
+                                      (events[i] & REDLOCK_EV_WRITE ? POLLOUT : 0))};
         if (io->timer_ns >= 0) {
             int64_t now = redlock__now_ns();
 
@@ -358,7 +343,6 @@ static void io_destroy(io_thread *io)
     close(io->wake_fd);
     pthread_mutex_destroy(&io->mu);
     pthread_cond_destroy(&io->started_cond);
-    free(io->events);
     free(io->pfd);
     free(io);
 }

@@ -100,6 +100,13 @@ void redlock__loop_batch_end(redlock__loop *loop);
  * background calls queued from another thread) and sets the timer. */
 void redlock__loop_refresh_tick(redlock__loop *loop);
 
+/* What the loop asks its program to watch, by fd: entry fd < *cap holds
+ * REDLOCK_EV_READ / REDLOCK_EV_WRITE among other bits. A driver of the
+ * loop's own (the I/O thread) polls from it, on the loop's thread, so its
+ * view cannot part from the loop's: the table only grows where the loop
+ * could register the fd (socket_fn's calls cannot report a failure). */
+const unsigned char *redlock__loop_fd_table(const redlock__loop *loop, size_t *cap);
+
 /* The loop of a client, or NULL with the reason in the last error. */
 redlock__loop *redlock__loop_of(redlock_client *c);
 

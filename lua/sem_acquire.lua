@@ -26,7 +26,10 @@
 -- What Redisson's layout has no room for is in the hash
 -- redlock_gen:{NAME} (a reserved name, derived from KEYS[1] as acquire.lua
 -- derives its writer mark), which lives as long as the permits: whoever
--- removes the last one (here, sem_release.lua, sem_abort.lua) deletes it.
+-- removes the last one (here, sem_release.lua, sem_abort.lua) deletes it,
+-- and its TTL is the longest lease granted or renewed (sem_renew.lua), so
+-- it does not outlive permits removed by others (Redisson's delete) or
+-- left to expire.
 --   "limit"  the K of the permits taken. Each client counts with its own
 --            K, so clients of different sizes would each enforce theirs.
 --            While the count exists it is checked instead: the count plus
@@ -102,6 +105,7 @@ if tonumber(value) >= p then
     local ends = now + tonumber(ARGV[1])
     for i = 1, p do redis.call('zadd', KEYS[3], ends, base .. i) end
     redis.call('hset', own, 'limit', ARGV[6], ARGV[2], ARGV[3])
+    if redis.call('pttl', own) < tonumber(ARGV[1]) then redis.call('pexpire', own, ARGV[1]) end
     return {0, ARGV[3]}
 end
 local first = redis.call('zrange', KEYS[3], 0, 0, 'withscores')

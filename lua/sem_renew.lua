@@ -4,6 +4,8 @@
 -- ended: the next acquire returns it to the count.
 --
 -- KEYS[1]  the permits taken, {NAME}:timeout
+-- KEYS[2]  semaphore name: redlock_gen:{NAME} (sem_acquire.lua) lives at
+--          least as long as the permits renewed here
 -- ARGV[1]  lease in ms
 -- ARGV[2]  holder field
 --
@@ -23,5 +25,9 @@ for _ = 1, 1000 do
     cursor = page[1]
     if cursor == '0' then break end
 end
-if renewed > 0 then return 1 end
+if renewed > 0 then
+    local own = 'redlock_gen:{' .. KEYS[2] .. '}'
+    if redis.call('pttl', own) < tonumber(ARGV[1]) then redis.call('pexpire', own, ARGV[1]) end
+    return 1
+end
 return -2

@@ -26,7 +26,7 @@ const redlock__script_shape redlock__script_shapes[REDLOCK__SCRIPT_COUNT] = {
     [REDLOCK__SCRIPT_SEM_ACQUIRE] = {4, 0, 6},
     [REDLOCK__SCRIPT_SEM_RELEASE] = {4, 0, 6},
     [REDLOCK__SCRIPT_SEM_ABORT] = {4, 0, 4},
-    [REDLOCK__SCRIPT_SEM_RENEW] = {1, 0, 2},
+    [REDLOCK__SCRIPT_SEM_RENEW] = {2, 0, 2},
     [REDLOCK__SCRIPT_SEM_INSPECT] = {2, 0, 0},
     [REDLOCK__SCRIPT_FAIR_TICKET] = {1, 0, 0},
     [REDLOCK__SCRIPT_FAIR_ACQUIRE] = {6, 1, 6},
@@ -145,9 +145,9 @@ redlock__script_call redlock__script_renew(const char **argv, const redlock__ren
                      ? REDLOCK__SCRIPT_RW_RENEW
                  : a->kind == REDLOCK__KIND_SEMAPHORE ? REDLOCK__SCRIPT_SEM_RENEW
                                                        : REDLOCK__SCRIPT_RENEW;
-    const char *keys[] = {script == REDLOCK__SCRIPT_SEM_RENEW ? a->aux_key : a->name};
+    const char *keys[] = {script == REDLOCK__SCRIPT_SEM_RENEW ? a->aux_key : a->name, a->name};
 
-    return place(argv, script, 1, keys, args);
+    return place(argv, script, script == REDLOCK__SCRIPT_SEM_RENEW ? 2 : 1, keys, args);
 }
 
 redlock__script_call redlock__script_fair_ticket(const char **argv, const char *tickets_key)

@@ -449,9 +449,44 @@ START_TEST(test_watchdog_renews_permit)
             live++;
     }
     ck_assert_uint_eq(live, N_NODES);
+    /* Each renewal extends the bookkeeping hash's TTL with the permits'. */
+    for (i = 0; i < N_NODES; i++) {
+        long long ttl = atoll(cli(i, "PTTL 'redlock_gen:{%s}'", name));
+
+        ck_assert_msg(ttl > 0 && ttl <= 1500, "member %zu: redlock_gen PTTL %lld", i, ttl);
+    }
     give_back(p);
     p = take(s, 1, 0, LEASE_MS);
     give_back(p);
+    redlock_semaphore_free(s);
+    redlock_client_free(c);
+}
+END_TEST
+
+/* Permits removed by another client (Redisson's delete() drops the count
+ * and the sorted set) leave no key of ours behind for longer than their
+ * lease: the bookkeeping hash expires with them. */
+START_TEST(test_bookkeeping_expires_with_permits)
+{
+    redlock_client *c = client_with(N_NODES, NODE_TIMEOUT_MS, 0);
+    redlock_semaphore *s;
+    redlock_permit *p;
+    char name[64];
+    size_t i;
+
+    rig_unique_name(name, sizeof(name), "sem", "deleted");
+    s = sem_new(c, name, 2);
+    p = take(s, 1, 0, 1000);
+    for (i = 0; i < N_NODES; i++) {
+        long long ttl = atoll(cli(i, "PTTL 'redlock_gen:{%s}'", name));
+
+        ck_assert_msg(ttl > 0 && ttl <= 1000, "member %zu: redlock_gen PTTL %lld", i, ttl);
+        ck_assert_str_eq(cli(i, "DEL '%s' '{%s}:timeout'", name, name), "2");
+    }
+    rig_sleep_ms(1100);
+    for (i = 0; i < N_NODES; i++)
+        ck_assert_str_eq(cli(i, "EXISTS 'redlock_gen:{%s}'", name), "0");
+    ck_assert_int_eq(redlock_semaphore_release(p), REDLOCK_ELOST);
     redlock_semaphore_free(s);
     redlock_client_free(c);
 }
@@ -900,6 +935,7 @@ int main(void)
     RIG_ADD_CASE(s, test_inspect_counts_lapsed_permit_available, 60);
     RIG_ADD_CASE(s, test_killed_holder_permit_returns, 60);
     RIG_ADD_CASE(s, test_watchdog_renews_permit, 60);
+    RIG_ADD_CASE(s, test_bookkeeping_expires_with_permits, 60);
     RIG_ADD_CASE(s, test_invalid_input, 60);
     RIG_ADD_CASE(s, test_failed_quorum_leaves_nothing, 60);
     RIG_ADD_CASE(s, test_release_marks_generations_not_found, 60);

@@ -142,8 +142,8 @@ START_TEST(kind_builders_place_every_argument)
                 (const char *[]){"n", "30000", "f"});
     /* A permit's lease lives in the sorted set, not in the count. */
     ren.kind = REDLOCK__KIND_SEMAPHORE;
-    expect_call(redlock__script_renew(argv, &ren), REDLOCK__SCRIPT_SEM_RENEW, 1, argv,
-                (const char *[]){"aux", "30000", "f"});
+    expect_call(redlock__script_renew(argv, &ren), REDLOCK__SCRIPT_SEM_RENEW, 2, argv,
+                (const char *[]){"aux", "n", "30000", "f"});
     expect_call(redlock__script_sem_inspect(argv, &(redlock__sem_inspect_args){"n", "aux"}),
                 REDLOCK__SCRIPT_SEM_INSPECT, 2, argv, (const char *[]){"n", "aux"});
 }

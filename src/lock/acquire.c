@@ -319,12 +319,26 @@ static int wait_is_over(acquire *a, int *rc)
     return 0;
 }
 
+/* Waits on the watch until `until` or a release message. A cancel wakes
+ * every waiter of the client at once (the subscriber cannot tell whose it
+ * was), so a wait that ended early for a cancel that is not this
+ * acquire's goes on: an attempt now would be one for nothing, made by
+ * every waiter of the client for each cancel anywhere. */
+static int wait_for(acquire *a, int64_t until)
+{
+    int rc;
+
+    do
+        rc = a->c->tp.ops->wait(a->c->tp.ctx, a->watch, &a->seen, until);
+    while (rc == REDLOCK_ETIMEOUT && now_of(a) < until && !canceled(a));
+    return rc;
+}
+
 /* Step: sleep until the next attempt is worth making: a release message,
  * the holder's TTL, a random delay, or a back-off after a lost race.
  * Returns REDLOCK_ECLOSED if the client is closing. */
 static int sleep_until_next(acquire *a, int rc)
 {
-    const redlock__transport_ops *ops = a->c->tp.ops;
     int64_t now = now_of(a), until = next_try(a->c, rc, &a->res, now);
 
     /* A fair waiter renews its place in the queue with every attempt, and
@@ -347,20 +361,19 @@ static int sleep_until_next(acquire *a, int rc)
         a->woken = 0;
         if (a->l->kind == REDLOCK__KIND_FAIR && back > until)
             back = until;
-        return ops->wait(a->c->tp.ctx, a->watch, &a->seen, back);
+        return wait_for(a, back);
     }
     /* A fair lock wakes only the waiter that is first: it lost no race. */
     a->losses = a->woken && rc == REDLOCK_EBUSY && a->l->n > 1 &&
                         a->l->kind != REDLOCK__KIND_FAIR
                     ? a->losses + 1
                     : 0;
-    rc = ops->wait(a->c->tp.ctx, a->watch, &a->seen, until);
+    rc = wait_for(a, until);
     if (a->busy_seen)
         a->handoff_from_ns = now_of(a);
     a->woken = rc == REDLOCK_OK;
     if (a->woken && a->losses > 0)
-        rc = ops->wait(a->c->tp.ctx, a->watch, &a->seen,
-                       backoff_until(now_of(a), a->attempt_ns, a->losses, a->deadline_ns));
+        rc = wait_for(a, backoff_until(now_of(a), a->attempt_ns, a->losses, a->deadline_ns));
     return rc;
 }
 

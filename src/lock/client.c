@@ -363,8 +363,8 @@ void redlock_acquire_cancel(redlock_lock *l)
     if (!l)
         return;
     __atomic_add_fetch(&l->cancels, 1, __ATOMIC_ACQ_REL);
-    /* Wakes every waiter of the client; the others find nothing changed
-     * and try again, as after any wake-up. */
+    /* Wakes every waiter of the client; the others find their own cancel
+     * count unchanged and sleep on (acquire.c, wait_for). */
     if (l->client->net.pubsub)
         redlock__pubsub_kick(l->client->net.pubsub);
     if (l->client->loop.kick)

@@ -105,7 +105,11 @@ if tonumber(value) >= p then
     local ends = now + tonumber(ARGV[1])
     for i = 1, p do redis.call('zadd', KEYS[3], ends, base .. i) end
     redis.call('hset', own, 'limit', ARGV[6], ARGV[2], ARGV[3])
-    if redis.call('pttl', own) < tonumber(ARGV[1]) then redis.call('pexpire', own, ARGV[1]) end
+    -- A hash that was not there (every entry writes "limit") has no TTL to
+    -- compare with: the common case, a free semaphore, pays one call.
+    if not kept[1] or redis.call('pttl', own) < tonumber(ARGV[1]) then
+        redis.call('pexpire', own, ARGV[1])
+    end
     return {0, ARGV[3]}
 end
 local first = redis.call('zrange', KEYS[3], 0, 0, 'withscores')

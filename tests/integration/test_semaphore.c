@@ -469,24 +469,35 @@ END_TEST
 START_TEST(test_bookkeeping_expires_with_permits)
 {
     redlock_client *c = client_with(N_NODES, NODE_TIMEOUT_MS, 0);
-    redlock_semaphore *s;
-    redlock_permit *p;
+    redlock_semaphore *s, *s2;
+    redlock_permit *p, *q;
     char name[64];
     size_t i;
 
     rig_unique_name(name, sizeof(name), "sem", "deleted");
     s = sem_new(c, name, 2);
+    s2 = sem_new(c, name, 2);
     p = take(s, 1, 0, 1000);
     for (i = 0; i < N_NODES; i++) {
         long long ttl = atoll(cli(i, "PTTL 'redlock_gen:{%s}'", name));
 
         ck_assert_msg(ttl > 0 && ttl <= 1000, "member %zu: redlock_gen PTTL %lld", i, ttl);
+    }
+    /* A longer lease beside it raises the TTL. */
+    q = take(s2, 1, 0, 1500);
+    for (i = 0; i < N_NODES; i++) {
+        long long ttl = atoll(cli(i, "PTTL 'redlock_gen:{%s}'", name));
+
+        ck_assert_msg(ttl > 1000 && ttl <= 1500, "member %zu: redlock_gen PTTL %lld after a "
+                      "1500 ms permit", i, ttl);
         ck_assert_str_eq(cli(i, "DEL '%s' '{%s}:timeout'", name, name), "2");
     }
-    rig_sleep_ms(1100);
+    rig_sleep_ms(1600);
     for (i = 0; i < N_NODES; i++)
         ck_assert_str_eq(cli(i, "EXISTS 'redlock_gen:{%s}'", name), "0");
     ck_assert_int_eq(redlock_semaphore_release(p), REDLOCK_ELOST);
+    ck_assert_int_eq(redlock_semaphore_release(q), REDLOCK_ELOST);
+    redlock_semaphore_free(s2);
     redlock_semaphore_free(s);
     redlock_client_free(c);
 }

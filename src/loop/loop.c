@@ -333,10 +333,27 @@ static void kick_task(redlock__loop *loop, redlock__task *t)
     redlock__loop_make_runnable(loop, t);
 }
 
+/* Kicks the unfinished operations of l (every lock when NULL); with
+ * moved_only, only those a cancel made since they began is for: the
+ * client's, or their lock's cancel count moved. Kicking every task would
+ * make each waiting one try again at once for nothing, and let all of them
+ * past the MAX_ACTIVE cap together. */
+static void kick_tasks(redlock__loop *loop, const redlock_lock *l, int moved_only)
+{
+    redlock__task *t;
+
+    for (t = loop->tasks; t; t = t->next)
+        if (t->lock && (!l || t->lock == l) && !t->finished &&
+            (!moved_only || redlock__canceled(t->lock->client) ||
+             __atomic_load_n(&t->lock->cancels, __ATOMIC_ACQUIRE) != t->cancels))
+            kick_task(loop, t);
+    if (!loop->in_action)
+        redlock__loop_update_timer(loop);
+}
+
 void redlock__loop_kick(void *ud, redlock_lock *l)
 {
     redlock__loop *loop = ud;
-    redlock__task *t;
 
     /* A cancel from another thread (a signal-handling thread, say) must
      * not touch the loop's lists: it wakes the loop, which then kicks the
@@ -348,32 +365,17 @@ void redlock__loop_kick(void *ud, redlock_lock *l)
         (void)w; /* a full counter already means a wake-up is due */
         return;
     }
-    for (t = loop->tasks; t; t = t->next)
-        if (t->lock && (!l || t->lock == l) && !t->finished)
-            kick_task(loop, t);
-    if (!loop->in_action)
-        redlock__loop_update_timer(loop);
+    kick_tasks(loop, l, 0);
 }
 
-/* The wake-up of cancels made on other threads. Only the operations they
- * cancel are kicked: the client's, or those of a lock whose cancel count
- * moved since the operation began. Kicking every task would make each
- * waiting one try again at once for nothing, and let all of them past the
- * MAX_ACTIVE cap together. */
+/* The wake-up of cancels made on other threads. */
 void redlock__loop_woken(redlock__loop *loop)
 {
     uint64_t count;
     ssize_t r = read(loop->wake_fd, &count, sizeof(count));
-    redlock__task *t;
 
     (void)r; /* nothing to read: a wake-up already taken */
-    for (t = loop->tasks; t; t = t->next)
-        if (t->lock && !t->finished &&
-            (redlock__canceled(t->lock->client) ||
-             __atomic_load_n(&t->lock->cancels, __ATOMIC_ACQUIRE) != t->cancels))
-            kick_task(loop, t);
-    if (!loop->in_action)
-        redlock__loop_update_timer(loop);
+    kick_tasks(loop, NULL, 1);
 }
 
 void redlock__loop_fd_ready(redlock__loop *loop, int fd, short revents)

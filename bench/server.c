@@ -52,7 +52,7 @@ typedef struct meter {
     long long usec, calls;
     int64_t wall_ns;
     long cycles;
-    double cpu_s;
+    double cpu_s, user_s; /* user_s: the part of cpu_s spent outside the kernel */
 } meter;
 
 typedef struct probe {
@@ -96,6 +96,7 @@ static void chunk(probe *p, meter *m, long cycles, cycle_fn fn, void *ud)
     m->calls += c1 - c0;
     m->cycles += cycles;
     m->cpu_s += (us1 - us0) + (ss1 - ss0);
+    m->user_s += us1 - us0;
 }
 
 static void floor_cycle(void *ud)
@@ -121,6 +122,7 @@ static void put_meter(bench_json *j, const char *key, const meter *m)
     bench_json_num(j, "commands_per_cycle", (double)m->calls / (double)m->cycles);
     bench_json_num(j, "cycles_per_s", (double)m->cycles / ((double)m->wall_ns / 1e9));
     bench_json_num(j, "cpu_us_per_cycle", m->cpu_s * 1e6 / (double)m->cycles);
+    bench_json_num(j, "user_cpu_us_per_cycle", m->user_s * 1e6 / (double)m->cycles);
     bench_json_end_obj(j);
 }
 

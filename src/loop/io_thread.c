@@ -61,6 +61,7 @@ typedef struct io_thread {
      * them. */
     struct pollfd *pfd;
     size_t pfd_cap;
+    size_t next_fd; /* where a poll set too small for every fd starts */
     int64_t timer_ns;               /* -1: no timer */
 } io_thread;
 
@@ -233,19 +234,23 @@ static void free_lock(void *ud, redlock_lock *l)
 
 /* ---- the thread -------------------------------------------------------- */
 
+/* How long a poll lasts while its set cannot hold every watched fd. */
+#define PARTIAL_POLL_MS 10
+
 /* One poll() over what the loop watches and the wake-up fd, then what is
  * ready, the timer, and the calls queued meanwhile. */
 static void turn(io_thread *io)
 {
     const int ev_mask = REDLOCK_EV_READ | REDLOCK_EV_WRITE;
-    size_t n = 0, i, want = 1, cap;
+    size_t n = 0, i, k, want = 1, cap;
     const unsigned char *events = redlock__loop_fd_table(io->c->loop.loop, &cap);
     int64_t wait_ms = -1;
 
     for (i = 0; i < cap; i++)
         want += (events[i] & ev_mask) != 0;
-    /* Out of memory the set stays as it was: what does not fit waits for
-     * a later turn (polls last at most 1 s), not for ever. */
+    /* Out of memory the set stays as it was. Each turn then starts where
+     * the last one stopped and polls briefly, so every fd is polled within
+     * a few turns until the set can grow. */
     if (want > io->pfd_cap) {
         struct pollfd *grown = realloc(io->pfd, 2 * want * sizeof(*grown));
 
@@ -258,13 +263,19 @@ static void turn(io_thread *io)
         /* No memory even for the wake-up fd: a nap, then the timer. */
         redlock__wait_until(redlock__now_ns() + REDLOCK__NS_PER_MS);
     } else {
+        int partial = want > io->pfd_cap;
+        size_t start = partial && cap ? io->next_fd % cap : 0;
+
         io->pfd[n++] = (struct pollfd){.fd = io->wake_fd, .events = POLLIN};
-        for (i = 0; i < cap && n < io->pfd_cap; i++)
+        for (k = 0; k < cap && n < io->pfd_cap; k++) {
+            i = (start + k) % cap;
             if (events[i] & ev_mask)
                 io->pfd[n++] = (struct pollfd){
                     .fd = (int)i,
                     .events = (short)((events[i] & REDLOCK_EV_READ ? POLLIN : 0) |
                                       (events[i] & REDLOCK_EV_WRITE ? POLLOUT : 0))};
+        }
+        io->next_fd = start + k;
         if (io->timer_ns >= 0) {
             int64_t now = redlock__now_ns();
 
@@ -272,6 +283,8 @@ static void turn(io_thread *io)
                                           : (io->timer_ns - now + REDLOCK__NS_PER_MS - 1) /
                                                 REDLOCK__NS_PER_MS;
         }
+        if (partial && (wait_ms < 0 || wait_ms > PARTIAL_POLL_MS))
+            wait_ms = PARTIAL_POLL_MS;
         if (poll(io->pfd, n, (int)(wait_ms > 1000 ? 1000 : wait_ms)) < 0)
             n = 0; /* EINTR: the timer and the queue are looked at all the same */
     }

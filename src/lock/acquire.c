@@ -319,17 +319,23 @@ static int wait_is_over(acquire *a, int *rc)
     return 0;
 }
 
-/* Waits on the watch until `until` or a release message. A cancel wakes
- * every waiter of the client at once (the subscriber cannot tell whose it
- * was), so a wait that ended early for a cancel that is not this
- * acquire's goes on: an attempt now would be one for nothing, made by
- * every waiter of the client for each cancel anywhere. */
+static int stop_if_canceled(void *a)
+{
+    return canceled(a);
+}
+
+/* Waits on the watch until `until`, a release message, or this acquire's
+ * cancel. A cancel kicks every waiter of the client (the subscriber cannot
+ * tell whose it was); the wait tests this acquire's cancel at each kick,
+ * so a cancel of another handle does not end it (an attempt then would be
+ * one for nothing, made by every waiter of the client for each cancel
+ * anywhere), and one of this acquire is not missed however it lands. */
 static int wait_for(acquire *a, int64_t until)
 {
     int rc;
 
     do
-        rc = a->c->tp.ops->wait(a->c->tp.ctx, a->watch, &a->seen, until);
+        rc = a->c->tp.ops->wait(a->c->tp.ctx, a->watch, &a->seen, until, stop_if_canceled, a);
     while (rc == REDLOCK_ETIMEOUT && now_of(a) < until && !canceled(a));
     return rc;
 }
@@ -448,15 +454,22 @@ static int finish(acquire *a, int rc)
     }
 }
 
+int redlock_acquire_as(redlock_lock *l, uint64_t owner, int64_t wait_ms, int64_t lease_ms)
+{
+    if (!l)
+        return redlock__fail(REDLOCK_EINVAL, "lock is NULL");
+    return redlock__acquire_seen(l, owner, wait_ms, lease_ms,
+                                 __atomic_load_n(&l->cancels, __ATOMIC_ACQUIRE));
+}
+
 /* attempt -> (over? finish) -> subscribe once, then attempt at once ->
  * sleep until the next attempt -> attempt ... */
-int redlock_acquire_as(redlock_lock *l, uint64_t owner, int64_t wait_ms, int64_t lease_ms)
+int redlock__acquire_seen(redlock_lock *l, uint64_t owner, int64_t wait_ms, int64_t lease_ms,
+                          uint64_t cancels_seen)
 {
     acquire a;
     int rc;
 
-    if (!l)
-        return redlock__fail(REDLOCK_EINVAL, "lock is NULL");
     if (owner == 0)
         return redlock__fail(REDLOCK_EINVAL, "owner id 0 is reserved");
     /* On a loop-driven client's thread, outside its fibers: the loop is
@@ -482,7 +495,7 @@ int redlock_acquire_as(redlock_lock *l, uint64_t owner, int64_t wait_ms, int64_t
     if (redlock__canceled(a.c))
         return redlock__fail(REDLOCK_ECANCELED, "lock '%s': the client was canceled",
                              l->members[0].name);
-    a.cancels = __atomic_load_n(&l->cancels, __ATOMIC_ACQUIRE);
+    a.cancels = cancels_seen;
     redlock__hold_field(l, owner, a.field, sizeof(a.field));
     a.start_ns = now_of(&a);
     a.deadline_ns = wait_ms < 0 ? INT64_MAX : a.start_ns + wait_ms * REDLOCK__NS_PER_MS;
@@ -512,7 +525,7 @@ int redlock_acquire_as(redlock_lock *l, uint64_t owner, int64_t wait_ms, int64_t
              * must not wake this one. Nothing was queued since, so
              * nothing for this wait is among them. */
             if (kept)
-                a.c->tp.ops->wait(a.c->tp.ctx, a.watch, &a.seen, 0);
+                a.c->tp.ops->wait(a.c->tp.ctx, a.watch, &a.seen, 0, NULL, NULL);
             continue;
         }
         /* Else a fair waiter takes a ticket in a round of its own (after

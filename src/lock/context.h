@@ -16,6 +16,11 @@ static inline int redlock__log_on(const redlock_client *c, redlock_log_level lev
 void redlock__stat_add(uint64_t *counter, uint64_t n);
 /* The histograms (see redlock_histogram in the public header); ns < 0
  * counts as 0. Lock-free (atomics): any thread, any mutex held. */
+/* redlock_acquire_as(), counting as its own every cancel of l after the
+ * count cancels_seen: a loop task's caller read it when it made the call,
+ * and a cancel since must not be lost between that and the task's start. */
+int redlock__acquire_seen(redlock_lock *l, uint64_t owner, int64_t wait_ms, int64_t lease_ms,
+                          uint64_t cancels_seen);
 /* A successful acquire, from the call to the grant. */
 void redlock__stats_observe_acquire(redlock_client *c, int64_t ns);
 /* A hand-off: the grant of an acquire that found the lock busy, measured

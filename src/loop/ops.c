@@ -14,7 +14,7 @@ static int acquire_fn(redlock__task *t)
     if (__atomic_load_n(&t->lock->cancels, __ATOMIC_ACQUIRE) != t->cancels)
         return redlock__fail(REDLOCK_ECANCELED, "lock '%s': acquire canceled",
                              redlock_lock_name(t->lock));
-    rc = redlock_acquire_as(t->lock, t->owner, t->wait_ms, t->lease_ms);
+    rc = redlock__acquire_seen(t->lock, t->owner, t->wait_ms, t->lease_ms, t->cancels);
 
     /* A grant that came in while the handle was being freed: nobody can
      * release it any more, so it is released now. */

@@ -498,11 +498,12 @@ static void *net_watch(void *ctx, const char *const *channels, const size_t *nod
                        : NULL;
 }
 
-static int net_wait(void *ctx, void *watch, uint64_t *seen, int64_t deadline_ns)
+static int net_wait(void *ctx, void *watch, uint64_t *seen, int64_t deadline_ns,
+                    int (*stop)(void *), void *stop_ud)
 {
     redlock__net *net = ctx;
 
-    return redlock__pubsub_wait(net->pubsub, watch, seen, deadline_ns);
+    return redlock__pubsub_wait(net->pubsub, watch, seen, deadline_ns, stop, stop_ud);
 }
 
 static void net_unwatch(void *ctx, void *watch)

@@ -471,14 +471,15 @@ redlock__watch *redlock__pubsub_watch(redlock__pubsub *ps,
 }
 
 int redlock__pubsub_wait(redlock__pubsub *ps, redlock__watch *w, uint64_t *seen,
-                         int64_t deadline_ns)
+                         int64_t deadline_ns, int (*stop)(void *), void *stop_ud)
 {
     int rc = REDLOCK_ETIMEOUT;
     uint64_t kicks;
 
     if (!ps || !w) {
         /* Without notifications a waiter just sleeps until its deadline. */
-        redlock__wait_until(deadline_ns);
+        if (!stop || !stop(stop_ud))
+            redlock__wait_until(deadline_ns);
         return REDLOCK_ETIMEOUT;
     }
     pthread_mutex_lock(&ps->mu);
@@ -486,7 +487,14 @@ int redlock__pubsub_wait(redlock__pubsub *ps, redlock__watch *w, uint64_t *seen,
         *seen = w->start_gen;
     kicks = ps->kicks;
     for (;;) {
-        if (ps->kicks != kicks)
+        /* A canceler counts its cancel, then kicks under this lock: the
+         * test below, made under it after each kick seen, cannot miss one. */
+        if (ps->kicks != kicks) {
+            if (!stop)
+                break;
+            kicks = ps->kicks;
+        }
+        if (stop && stop(stop_ud))
             break;
         if (ps->closing) {
             rc = REDLOCK_ECLOSED;

@@ -39,9 +39,12 @@ redlock__watch *redlock__pubsub_watch(redlock__pubsub *ps,
 
 /* Waits for a release message newer than *seen (0 = any since the watch
  * began). REDLOCK_OK when woken (and *seen updated), REDLOCK_ETIMEOUT at
- * deadline_ns, REDLOCK_ECLOSED when the client is closing. */
-int redlock__pubsub_wait(redlock__pubsub *ps, redlock__watch *w,
-                         uint64_t *seen, int64_t deadline_ns);
+ * deadline_ns or once stop(stop_ud) holds, REDLOCK_ECLOSED when the
+ * client is closing. stop is tested under the lock redlock__pubsub_kick()
+ * takes, at the start and after every kick; with stop NULL a kick ends
+ * the wait (REDLOCK_ETIMEOUT). */
+int redlock__pubsub_wait(redlock__pubsub *ps, redlock__watch *w, uint64_t *seen,
+                         int64_t deadline_ns, int (*stop)(void *), void *stop_ud);
 
 void redlock__pubsub_unwatch(redlock__pubsub *ps, redlock__watch *w);
 

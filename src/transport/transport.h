@@ -85,10 +85,15 @@ typedef struct redlock__transport_ops {
     /* Release notifications. watch subscribes to release channels (full
      * channel names, one per node given) and returns once the subscriptions are confirmed (or
      * deadline_ns passed); wait blocks until a release message arrives
-     * after *seen (updating it) or deadline_ns; unwatch drops it. */
+     * after *seen (updating it), deadline_ns, or stop(stop_ud) holds;
+     * unwatch drops it. A kick (a cancel anywhere in the client) makes the
+     * wait test stop again, under the lock the kick takes, so a cancel
+     * made before its kick is never slept through. Without stop (NULL)
+     * any kick ends the wait. */
     void *(*watch)(void *ctx, const char *const *channels, const size_t *nodes, size_t n,
                    int64_t deadline_ns);
-    int (*wait)(void *ctx, void *watch, uint64_t *seen, int64_t deadline_ns);
+    int (*wait)(void *ctx, void *watch, uint64_t *seen, int64_t deadline_ns,
+                int (*stop)(void *), void *stop_ud);
     void (*unwatch)(void *ctx, void *watch);
     /* Ledger of calls abandoned in flight (see report_in_flight).
      * set_settle is called once, before any fan-out; drain reads the

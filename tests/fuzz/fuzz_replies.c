@@ -150,9 +150,10 @@ static void *fuzz_watch(void *ctx, const char *const *names, const size_t *nodes
     return NULL;
 }
 
-static int fuzz_wait(void *ctx, void *watch, uint64_t *seen, int64_t deadline_ns)
+static int fuzz_wait(void *ctx, void *watch, uint64_t *seen, int64_t deadline_ns,
+                     int (*stop)(void *), void *stop_ud)
 {
-    (void)ctx, (void)watch, (void)seen;
+    (void)ctx, (void)watch, (void)seen, (void)stop, (void)stop_ud;
     pthread_mutex_lock(&tp.mu);
     if (deadline_ns > tp.now)
         tp.now = deadline_ns;

@@ -16,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "redlock/redlock.h"
 #include "resp/script.h"
@@ -598,6 +599,56 @@ START_TEST(test_acquire_cancel_ends_one_handles_waiters)
 }
 END_TEST
 
+/* A cancel that lands while a waiter is between waits (woken by another
+ * handle's cancel, it found its own count unchanged and is about to sleep
+ * again) ends it all the same: the wait tests the count under the lock
+ * the cancel's kick takes. It used to be slept through until the holder's
+ * TTL (30 s here). The delay between the two cancels sweeps that moment. */
+#define SWEEP_TRIALS 40
+#define SWEEP_STEP_US 50
+
+START_TEST(test_cancel_between_waits_not_missed)
+{
+    redlock_client *holder = client_new(50), *c = client_new(50);
+    redlock_lock *hl, *l, *bystander;
+    char name[96];
+    int64_t t0, slowest = 0;
+    int i;
+
+    rig_unique_name(name, sizeof(name), "deliv", "cancelsweep");
+    ck_assert_int_eq(redlock_lock_new(holder, name, NULL, &hl), REDLOCK_OK);
+    ck_assert_int_eq(redlock_lock_new(c, name, NULL, &l), REDLOCK_OK);
+    ck_assert_int_eq(redlock_lock_new(c, "deliv:bystander", NULL, &bystander), REDLOCK_OK);
+    ck_assert_int_eq(redlock_try_lock_for(hl, 0, 30000), REDLOCK_OK);
+    for (i = 0; i < SWEEP_TRIALS; i++) {
+        waiter w = {.l = l};
+        pthread_t th;
+
+        ck_assert_int_eq(pthread_create(&th, NULL, wait_forever, &w), 0);
+        rig_sleep_ms(30); /* refused, subscribed, asleep on the holder's TTL */
+        redlock_acquire_cancel(bystander); /* wakes it: not its cancel */
+        usleep((useconds_t)(i * SWEEP_STEP_US));
+        t0 = rig_now_ms();
+        redlock_acquire_cancel(l);
+        pthread_join(th, NULL);
+        ck_assert_int_eq(w.rc, REDLOCK_ECANCELED);
+        ck_assert_msg(w.done_ms - t0 < 1000, "trial %d (%d us between the cancels): the "
+                      "waiter's own cancel ended it only after %lld ms", i, i * SWEEP_STEP_US,
+                      (long long)(w.done_ms - t0));
+        if (w.done_ms - t0 > slowest)
+            slowest = w.done_ms - t0;
+    }
+    fprintf(stderr, "cancel between waits: %d trials, slowest %lld ms\n", SWEEP_TRIALS,
+            (long long)slowest);
+    ck_assert_int_eq(redlock_unlock(hl), REDLOCK_OK);
+    redlock_lock_free(bystander);
+    redlock_lock_free(l);
+    redlock_lock_free(hl);
+    redlock_client_free(c);
+    redlock_client_free(holder);
+}
+END_TEST
+
 /* Nothing listening anywhere: an acquire that would wait forever ends with
  * ENO_QUORUM after the unavailable timeout. It used to retry forever. */
 START_TEST(test_unavailable_quorum_ends_forever_wait)
@@ -765,6 +816,7 @@ int main(void)
     RIG_ADD_CASE(s, test_bulk_release_frozen_node, 120);
     RIG_ADD_CASE(s, test_cancel_ends_a_waiter, 30);
     RIG_ADD_CASE(s, test_acquire_cancel_ends_one_handles_waiters, 30);
+    RIG_ADD_CASE(s, test_cancel_between_waits_not_missed, 60);
     RIG_ADD_CASE(s, test_unavailable_quorum_ends_forever_wait, 30);
     RIG_ADD_CASE(s, test_wrong_type_fails_fast, 30);
     RIG_ADD_CASE(s, test_straggler_acquire_after_script_flush, 60);

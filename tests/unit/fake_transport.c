@@ -1273,7 +1273,8 @@ static void *op_watch(void *ctx, const char *const *names, const size_t *nodes, 
 
 /* Sleeps in virtual time: jumps to the next scheduled release if one
  * comes before the deadline, otherwise to the deadline. */
-static int op_wait(void *ctx, void *watch, uint64_t *seen, int64_t deadline_ns)
+static int op_wait(void *ctx, void *watch, uint64_t *seen, int64_t deadline_ns,
+                   int (*stop)(void *), void *stop_ud)
 {
     fake *f = ctx;
     fwatch *w = watch;
@@ -1283,6 +1284,8 @@ static int op_wait(void *ctx, void *watch, uint64_t *seen, int64_t deadline_ns)
     if (w && *seen == 0)
         *seen = w->start_gen;
     for (;;) {
+        if (stop && stop(stop_ud))
+            break;
         if (w) {
             uint64_t g = watch_gen(f, w);
 

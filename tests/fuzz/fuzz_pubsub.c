@@ -97,7 +97,7 @@ static void expect_woken(redlock__pubsub *ps, redlock__watch *w, uint64_t *seen,
 {
     uint64_t before = *seen;
 
-    require(redlock__pubsub_wait(ps, w, seen, redlock__now_ns()) == REDLOCK_OK, what);
+    require(redlock__pubsub_wait(ps, w, seen, redlock__now_ns(), NULL, NULL) == REDLOCK_OK, what);
     require(*seen != before, "woken without a new generation");
 }
 

@@ -1,15 +1,46 @@
 -- SPDX-License-Identifier: BSD-3-Clause
 -- Delete a lock whoever holds it, and wake its waiters: Redisson's
--- forceUnlock.
+-- forceUnlock (RedissonLock's, or RedissonFairLock's for a fair lock).
 --
 -- KEYS[1]  lock name
--- KEYS[2]  release channel, redisson_lock__channel:{NAME}
+-- KEYS[2]  release channel: redisson_lock__channel:{NAME} for a plain or
+--          fair lock (a fair waiter's own channel is this plus
+--          ':<field>'), another kind's own channel else
+-- KEYS[3..6]  (plain and fair locks) the fair queue, its timeouts, our
+--          waiters' tickets and their lapses, as fair_release.lua's
+--          KEYS[4..7]
 -- ARGV[1]  release message ("0")
 --
 -- Returns 1 if the lock was deleted and the release published, 0 if it was
--- not locked.
-if redis.call('del', KEYS[1]) == 1 then
-    redis.call('publish', KEYS[2], ARGV[1])
-    return 1
+-- not locked. With the queue's keys, the first fair waiter whose place has
+-- not lapsed (lapsed ones leave first) is also woken on its own channel,
+-- as a fair release does: fair waiters listen nowhere else, and whoever
+-- forces the lock (`redlock unlock --force` uses a plain handle) may not
+-- know its kind.
+-- The first waiter whose place has not lapsed, dropping lapsed ones (as
+-- fair_acquire.lua decides it).
+local function first_waiter(queue, timeouts, tickets, lapses, now)
+    for _ = 1, 100 do
+        local first = redis.call('lindex', queue, 0)
+        local least = redis.call('zrange', tickets, 0, 0)[1]
+        if not first or first == least or redis.call('zscore', tickets, first) then
+            first = least or first
+        end
+        if not first then return nil end
+        local lapse = redis.call('zscore', lapses, first) or redis.call('zscore', timeouts, first)
+        if lapse and tonumber(lapse) > now then return first end
+        redis.call('lrem', queue, 0, first)
+        redis.call('zrem', timeouts, first)
+        redis.call('zrem', tickets, first)
+        redis.call('zrem', lapses, first)
+    end
+    return nil
 end
-return 0
+if redis.call('del', KEYS[1]) == 0 then return 0 end
+redis.call('publish', KEYS[2], ARGV[1])
+if #KEYS < 6 then return 1 end
+local t = redis.call('time')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local next = first_waiter(KEYS[3], KEYS[4], KEYS[5], KEYS[6], now)
+if next then redis.call('publish', KEYS[2] .. ':' .. next, ARGV[1]) end
+return 1

@@ -639,7 +639,9 @@ REDLOCK_EXTERN int redlock_unlock_as(redlock_lock *lock, uint64_t owner);
 REDLOCK_EXTERN int redlock_unlock(redlock_lock *lock);
 
 /* Deletes the lock on every member whoever holds it, and publishes the
- * release. *released (may be NULL) gets the number of members on which a
+ * release. For a plain or fair lock it also wakes the first fair waiter,
+ * on that waiter's own channel as Redisson's RFairLock does, whichever of
+ * the two kinds the handle is. *released (may be NULL) gets the number of members on which a
  * key was deleted. REDLOCK_ENO_QUORUM if fewer than a quorum answered;
  * REDLOCK_EAUTH, REDLOCK_ETLS or REDLOCK_ECONFIG instead when members
  * refusing for good that way alone leave fewer than a quorum (as an

@@ -301,13 +301,27 @@ static int fill_force(void *ud, size_t m, const char **argv, char **owned,
                       redlock__script_call *out)
 {
     force_ctx *f = ud;
-    const redlock__lock_member *mem = &f->l->members[m];
+    const redlock__lock_member *mem = &f->l->members[m], *fair = mem;
+    redlock__lock_member fair_keys = {0};
+    redlock__force_release_args a = {.name = mem->name,
+                                     .channel = redlock__channel(mem, f->l->kind),
+                                     .message = REDLOCK__RELEASE_MSG};
 
-    (void)owned;
-    *out = redlock__script_force_release(
-        argv, &(redlock__force_release_args){.name = mem->name,
-                                             .channel = redlock__channel(mem, f->l->kind),
-                                             .message = REDLOCK__RELEASE_MSG});
+    /* Fair waiters listen on channels of their own: the first is woken,
+     * also when a plain handle forces the lock (the CLI's does). */
+    if (f->l->kind == REDLOCK__KIND_MUTEX) {
+        if (redlock__member_keys(&fair_keys, mem->name, REDLOCK__KIND_FAIR) != REDLOCK_OK)
+            return -1;
+        *owned = fair_keys.name; /* the block the keys below point into */
+        fair = &fair_keys;
+    }
+    if (f->l->kind == REDLOCK__KIND_MUTEX || f->l->kind == REDLOCK__KIND_FAIR) {
+        a.queue_key = redlock__key(fair, REDLOCK__KEY_AUX);
+        a.timeouts_key = redlock__key(fair, REDLOCK__KEY_AUX2);
+        a.tickets_key = redlock__key(fair, REDLOCK__KEY_AUX3);
+        a.lapses_key = redlock__key(fair, REDLOCK__KEY_AUX4);
+    }
+    *out = redlock__script_force_release(argv, &a);
     return 0;
 }
 

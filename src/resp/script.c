@@ -14,7 +14,7 @@ const redlock__script_shape redlock__script_shapes[REDLOCK__SCRIPT_COUNT] = {
     [REDLOCK__SCRIPT_RENEW] = {1, 0, 2},
     [REDLOCK__SCRIPT_RELEASE] = {3, 0, 5},
     [REDLOCK__SCRIPT_ABORT] = {3, 0, 3},
-    [REDLOCK__SCRIPT_FORCE_RELEASE] = {2, 0, 1},
+    [REDLOCK__SCRIPT_FORCE_RELEASE] = {2, 4, 1},
     [REDLOCK__SCRIPT_FENCE_STORE] = {2, 0, 2},
     [REDLOCK__SCRIPT_FENCED_SET] = {1, 0, 2},
     [REDLOCK__SCRIPT_INSPECT] = {2, 0, 0},
@@ -187,10 +187,11 @@ redlock__script_call redlock__script_fence_store(const char **argv,
 redlock__script_call redlock__script_force_release(const char **argv,
                                                    const redlock__force_release_args *a)
 {
-    const char *keys[] = {a->name, a->channel};
+    const char *keys[] = {a->name,         a->channel,     a->queue_key,
+                          a->timeouts_key, a->tickets_key, a->lapses_key};
     const char *args[] = {a->message};
 
-    return place(argv, REDLOCK__SCRIPT_FORCE_RELEASE, 2, keys, args);
+    return place(argv, REDLOCK__SCRIPT_FORCE_RELEASE, a->queue_key ? 6 : 2, keys, args);
 }
 
 redlock__script_call redlock__script_inspect(const char **argv, const redlock__inspect_args *a)

@@ -109,8 +109,12 @@ typedef struct redlock__fence_store_args {
     const char *name, *token_key, *field, *token;
 } redlock__fence_store_args;
 
+/* force_release.lua. A plain or fair lock also gives the fair queue's four
+ * keys (as fair_release.lua's), so a first fair waiter is woken too; NULL
+ * for other kinds. */
 typedef struct redlock__force_release_args {
     const char *name, *channel, *message;
+    const char *queue_key, *timeouts_key, *tickets_key, *lapses_key;
 } redlock__force_release_args;
 
 typedef struct redlock__inspect_args {

@@ -606,6 +606,60 @@ START_TEST(test_dead_waiter_at_head)
 }
 END_TEST
 
+/* redlock_force_unlock() on a fair lock wakes the first waiter on its own
+ * channel, as Redisson's RFairLock.forceUnlock does, also through a plain
+ * handle (`redlock unlock --force` uses one). It used to publish on the
+ * bare prefix, where no fair waiter listens: the waiter learned of it at
+ * its next renewal, a third of its place (1 s here) after it queued. */
+#define FORCE_WAKE_WITHIN_MS 300
+
+START_TEST(test_force_unlock_wakes_first_waiter)
+{
+    redlock_client *c = client_over(N_NODES);
+    redlock_lock *holder, *queued, *forcer;
+    char name[64];
+    int64_t forced_us, after_ms;
+    int round;
+    probe p;
+
+    rig_unique_name(name, sizeof(name), "fair", "force");
+    probe_open(&p, N_NODES, name);
+    holder = fair_handle(c, name, 3000, 0);
+    queued = fair_handle(c, name, 3000, 0);
+    for (round = 0; round < 2; round++) {
+        size_t released = 0;
+        bg_acquire b;
+
+        forcer = round == 0 ? holder : handle(c, name, REDLOCK_LOCK_MUTEX);
+        acquire_ok(holder, HOLDER, 0, 30000);
+        bg_start(&b, queued, W1, 10000);
+        ck_assert_msg(wait_queue_len(&p, 1, 5000) >= 0, "the waiter never queued");
+        rig_sleep_ms(50); /* queued and asleep: its next renewal is ~950 ms away */
+        forced_us = rig_now_us();
+        ck_assert_int_eq(redlock_force_unlock(forcer, &released), REDLOCK_OK);
+        ck_assert_uint_ge(released, N_NODES / 2 + 1);
+        pthread_join(b.th, NULL);
+        after_ms = (b.done_us - forced_us) / 1000;
+        fprintf(stderr, "force unlock (%s handle): the waiter granted %lld ms after it\n",
+                round == 0 ? "fair" : "plain", (long long)after_ms);
+        ck_assert_msg(b.rc == REDLOCK_OK, "waiter: %s", redlock_err_name(b.rc));
+        ck_assert_msg(after_ms <= FORCE_WAKE_WITHIN_MS, "%s handle: granted %lld ms after the "
+                      "force unlock: nobody woke it", round == 0 ? "fair" : "plain",
+                      (long long)after_ms);
+        unlock_ok(queued, W1);
+        if (forcer != holder)
+            redlock_lock_free(forcer);
+        /* The forced hold is gone: its handle releases nothing. */
+        ck_assert_int_ne(redlock_unlock_as(holder, HOLDER), REDLOCK_OK);
+    }
+    redlock_lock_free(holder);
+    redlock_lock_free(queued);
+    ck_assert_int_ge(wait_all_empty(&p, 3000), 0);
+    redlock_client_free(c);
+    probe_close(&p);
+}
+END_TEST
+
 /* ------------------------------------------------------------------------ */
 /* 4. A waiter that gives up leaves every queue at once. */
 
@@ -1412,6 +1466,7 @@ int main(void)
     RIG_ADD_CASE(s, test_fifo_quorum_two_clients, 60);
     RIG_ADD_CASE(s, test_disordered_lists_no_deadlock, 60);
     RIG_ADD_CASE(s, test_dead_waiter_at_head, 60);
+    RIG_ADD_CASE(s, test_force_unlock_wakes_first_waiter, 60);
     RIG_ADD_CASE(s, test_give_up_leaves_at_once, 60);
     RIG_ADD_CASE(s, test_lost_wakeup, 60);
     RIG_ADD_CASE(s, test_queues_on_second_attempt, 60);

@@ -92,8 +92,13 @@ START_TEST(builders_place_every_argument)
                     argv, &(redlock__fence_store_args){"n", "token", "f", "7"}),
                 REDLOCK__SCRIPT_FENCE_STORE, 2, argv, (const char *[]){"n", "token", "f", "7"});
     expect_call(redlock__script_force_release(
-                    argv, &(redlock__force_release_args){"n", "chan", "0"}),
+                    argv, &(redlock__force_release_args){.name = "n", .channel = "chan", .message = "0"}),
                 REDLOCK__SCRIPT_FORCE_RELEASE, 2, argv, (const char *[]){"n", "chan", "0"});
+    /* A fair lock's also names its queue, so the first waiter is woken. */
+    expect_call(redlock__script_force_release(
+                    argv, &(redlock__force_release_args){"n", "chan", "0", "q", "t", "k", "l"}),
+                REDLOCK__SCRIPT_FORCE_RELEASE, 6, argv,
+                (const char *[]){"n", "chan", "q", "t", "k", "l", "0"});
     expect_call(redlock__script_inspect(argv, &(redlock__inspect_args){"n", "token"}),
                 REDLOCK__SCRIPT_INSPECT, 2, argv, (const char *[]){"n", "token"});
     expect_call(redlock__script_fenced_set(argv, &(redlock__fenced_set_args){"k", "v", "9"}),

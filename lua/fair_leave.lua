@@ -1,7 +1,9 @@
 -- SPDX-License-Identifier: BSD-3-Clause
 -- A fair lock waiter gives up (its wait ended, it was cancelled or
 -- interrupted, or it was granted elsewhere): it leaves the queue at once,
--- and if it was first while the lock is free, the next waiter is woken.
+-- and if it was first while the lock is free, the next waiter is woken;
+-- so is the new first one when finding the first dropped lapsed places
+-- (the dead head a release woke: nobody else would wake the next).
 --
 -- KEYS[1]  lock name
 -- KEYS[2]  release channel prefix, redisson_lock__channel:{NAME}
@@ -15,8 +17,9 @@
 -- Returns 1 when the waiter was queued here, 0 when it was not (a replay,
 -- or it never got here).
 -- The first waiter whose place has not lapsed, dropping lapsed ones (as
--- fair_acquire.lua decides it).
+-- fair_acquire.lua decides it; the second result says some were).
 local function first_waiter(queue, timeouts, tickets, lapses, now)
+    local dropped = false
     for _ = 1, 100 do
         -- The list's head unless it holds a ticket (is ours) and is not
         -- the least one: the list is kept in ticket order, so it usually
@@ -26,27 +29,29 @@ local function first_waiter(queue, timeouts, tickets, lapses, now)
         if not first or first == least or redis.call('zscore', tickets, first) then
             first = least or first
         end
-        if not first then return nil end
+        if not first then return nil, dropped end
         -- Ours lapse by our own clock; a Redisson waiter's by its timeout.
         local lapse = redis.call('zscore', lapses, first) or redis.call('zscore', timeouts, first)
-        if lapse and tonumber(lapse) > now then return first end
+        if lapse and tonumber(lapse) > now then return first, dropped end
         redis.call('lrem', queue, 0, first)
         redis.call('zrem', timeouts, first)
         redis.call('zrem', tickets, first)
         redis.call('zrem', lapses, first)
+        dropped = true
     end
-    return nil
+    return nil, dropped
 end
 local t = redis.call('time')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-local was_first = first_waiter(KEYS[3], KEYS[4], KEYS[5], KEYS[6], now) == ARGV[2]
+local first, dropped = first_waiter(KEYS[3], KEYS[4], KEYS[5], KEYS[6], now)
+local was_first = first == ARGV[2]
 local removed = redis.call('lrem', KEYS[3], 0, ARGV[2])
 redis.call('zrem', KEYS[4], ARGV[2])
 redis.call('zrem', KEYS[5], ARGV[2])
 -- Also the receipt of a late grant here (fair_acquire.lua), so that
 -- grant's abort, owed and landing after this, gives no place back.
 redis.call('zrem', KEYS[6], ARGV[2])
-if was_first and redis.call('exists', KEYS[1]) == 0 then
+if (was_first or dropped) and redis.call('exists', KEYS[1]) == 0 then
     local next = first_waiter(KEYS[3], KEYS[4], KEYS[5], KEYS[6], now)
     if next then redis.call('publish', KEYS[2] .. ':' .. next, ARGV[1]) end
 end

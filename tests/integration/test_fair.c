@@ -1031,8 +1031,8 @@ END_TEST
 
 /* ------------------------------------------------------------------------ */
 /* 5f. The head of the queue dies after a release woke it: the next waiter
- *     is woken by whichever attempt finds the lock free and drops the dead
- *     place, not left to sleep until its renewal (a Redisson waiter would
+ *     is woken by whichever script finds the lock free and drops the dead
+ *     place (another owner's try, or a waiter behind it leaving), not left to sleep until its renewal (a Redisson waiter would
  *     sleep out the dead place's timeout, about 10 minutes). The dead head
  *     is written by hand, ticket 1, lapsing DEAD_HEAD_MS after the start. */
 
@@ -1050,7 +1050,12 @@ static void joined_granted_within(bg_acquire *b, int64_t since_us, int64_t ms, c
                   event, (long long)((b->done_us - since_us) / 1000));
 }
 
-START_TEST(test_next_waiter_woken_when_dead_head_dropped)
+/* What drops the lapsed dead head while the lock is free: another
+ * owner's try (fair_acquire.lua), or a waiter queued behind the first one
+ * giving up (fair_leave.lua). */
+enum dead_head_dropper { DROPPED_BY_TRY, DROPPED_BY_LEAVE };
+
+static void dead_head_dropped(enum dead_head_dropper by)
 {
     redlock_client *c = client_over(1);
     redlock_lock *holder, *w, *late;
@@ -1061,7 +1066,7 @@ START_TEST(test_next_waiter_woken_when_dead_head_dropped)
     int64_t start_ms = rig_now_ms();
     int64_t tried_us;
     redisReply *t;
-    bg_acquire b;
+    bg_acquire b, behind;
     probe p;
 
     rig_unique_name(name, sizeof(name), "fair", "deadhead");
@@ -1084,14 +1089,29 @@ START_TEST(test_next_waiter_woken_when_dead_head_dropped)
     freeReplyObject(ask(&p, 0, "ZADD %s %s %s", p.timeouts, timeout, dead));
     bg_start(&b, w, W1, 20000);
     ck_assert_msg(wait_queue_len(&p, 2, 5000) >= 0, "the waiter never queued");
+    if (by == DROPPED_BY_LEAVE) {
+        bg_start(&behind, late, W2, 20000);
+        ck_assert_msg(wait_queue_len(&p, 3, 5000) >= 0, "the second waiter never queued");
+    }
     /* The release wakes the dead head, which never comes. */
     unlock_ok(holder, HOLDER);
     while (rig_now_ms() < start_ms + DEAD_HEAD_MS + 200)
         rig_sleep_ms(10);
-    /* Another owner's try finds the lock free and the dead head lapsed. */
     tried_us = rig_now_us();
-    acquire_busy(late, W2);
-    joined_granted_within(&b, tried_us, 1000, "dead head: the try that dropped it");
+    if (by == DROPPED_BY_TRY) {
+        /* Another owner's try finds the lock free and the dead head
+         * lapsed. */
+        acquire_busy(late, W2);
+        joined_granted_within(&b, tried_us, 1000, "dead head: the try that dropped it");
+    } else {
+        /* The waiter behind gives up: a cancel makes no further attempt,
+         * so only its leave runs, and finds the dead head lapsed. */
+        redlock_acquire_cancel(late);
+        pthread_join(behind.th, NULL);
+        ck_assert_msg(behind.rc == REDLOCK_ECANCELED, "the waiter behind: %s",
+                      redlock_err_name(behind.rc));
+        joined_granted_within(&b, tried_us, 1000, "dead head: the leave that dropped it");
+    }
     unlock_ok(w, W1);
     ck_assert_int_ge(wait_all_empty(&p, 3000), 0);
     redlock_lock_free(holder);
@@ -1099,6 +1119,17 @@ START_TEST(test_next_waiter_woken_when_dead_head_dropped)
     redlock_lock_free(late);
     redlock_client_free(c);
     probe_close(&p);
+}
+
+START_TEST(test_next_waiter_woken_when_dead_head_dropped)
+{
+    dead_head_dropped(DROPPED_BY_TRY);
+}
+END_TEST
+
+START_TEST(test_next_waiter_woken_when_leave_drops_dead_head)
+{
+    dead_head_dropped(DROPPED_BY_LEAVE);
 }
 END_TEST
 
@@ -1474,6 +1505,7 @@ int main(void)
     RIG_ADD_CASE(s, test_subscriber_killed_while_waiting, 60);
     RIG_ADD_CASE(s, test_place_restored_after_redisson_drops_it, 60);
     RIG_ADD_CASE(s, test_next_waiter_woken_when_dead_head_dropped, 60);
+    RIG_ADD_CASE(s, test_next_waiter_woken_when_leave_drops_dead_head, 60);
     RIG_ADD_CASE(s, test_failed_attempt_keeps_place, 60);
     RIG_ADD_CASE(s, test_late_abort_after_leave_no_ghost, 60);
     RIG_ADD_CASE(s, test_always_late_waiter_yields_head, 60);

@@ -394,7 +394,7 @@ static void leave_queue(acquire *a, int rc)
     if (rc == REDLOCK_OK)
         return;
     memset(include, 1, sizeof(include));
-    redlock__leave_members(a->l, a->field, include);
+    redlock__leave_members(a->l, a->field, a->ticket, include);
 }
 
 /* Step: the caller's answer, with its message. */

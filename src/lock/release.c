@@ -343,11 +343,13 @@ static int fill_leave(void *ud, size_t m, const char **argv, char **owned,
                   .tickets_key = redlock__key(mem, REDLOCK__KEY_AUX3),
                   .lapses_key = redlock__key(mem, REDLOCK__KEY_AUX4),
                   .message = REDLOCK__RELEASE_MSG,
-                  .field = s->field});
+                  .field = s->field,
+                  .ticket = s->ticket});
     return 0;
 }
 
-void redlock__leave_members(redlock_lock *l, const char *field, const unsigned char *include)
+void redlock__leave_members(redlock_lock *l, const char *field, const char *ticket,
+                            const unsigned char *include)
 {
     simple_ctx s;
     size_t deferred;
@@ -357,6 +359,7 @@ void redlock__leave_members(redlock_lock *l, const char *field, const unsigned c
         return;
     s.l = l;
     s.field = field;
+    s.ticket = ticket;
     /* A place not taken back lapses by itself within the wait lease. */
     deferred = send_or_defer(l, &s, fill_leave, include, atoll(l->wait_lease));
     if (deferred != (size_t)-1)

@@ -18,8 +18,11 @@ void redlock__abort_members(redlock_lock *l, const char *field, const char *requ
 
 /* A fair lock waiter leaves the queue on every included member (the end
  * of its wait, or its grant where the attempt did not grant it); what does
- * not answer is retried in the background while its place would last. */
-void redlock__leave_members(redlock_lock *l, const char *field, const unsigned char *include);
+ * not answer is retried in the background while its place would last.
+ * ticket is the ending wait's: a copy landing after the owner queued again
+ * leaves that later place alone. */
+void redlock__leave_members(redlock_lock *l, const char *field, const char *ticket,
+                            const unsigned char *include);
 
 /* Fencing phase 2: stores token on every included member (a straggler may
  * hold the lock too; the script checks that field still holds it),

@@ -32,7 +32,7 @@ const redlock__script_shape redlock__script_shapes[REDLOCK__SCRIPT_COUNT] = {
     [REDLOCK__SCRIPT_FAIR_ACQUIRE] = {6, 1, 6},
     [REDLOCK__SCRIPT_FAIR_RELEASE] = {7, 0, 5},
     [REDLOCK__SCRIPT_FAIR_ABORT] = {7, 0, 4},
-    [REDLOCK__SCRIPT_FAIR_LEAVE] = {6, 0, 2},
+    [REDLOCK__SCRIPT_FAIR_LEAVE] = {6, 0, 3},
 };
 
 /* Copies keys then arguments into argv, in the script's order. */
@@ -162,7 +162,7 @@ redlock__script_call redlock__script_fair_leave(const char **argv,
 {
     const char *keys[] = {a->name,         a->channel,     a->queue_key,
                           a->timeouts_key, a->tickets_key, a->lapses_key};
-    const char *args[] = {a->message, a->field};
+    const char *args[] = {a->message, a->field, a->ticket ? a->ticket : ""};
 
     return place(argv, REDLOCK__SCRIPT_FAIR_LEAVE, 6, keys, args);
 }

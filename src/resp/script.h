@@ -121,10 +121,12 @@ typedef struct redlock__inspect_args {
     const char *name, *token_key;
 } redlock__inspect_args;
 
-/* fair_leave.lua: keys as fair_release.lua's without the mark. */
+/* fair_leave.lua: keys as fair_release.lua's without the mark. ticket is
+ * the ending wait's (NULL: any), so a late copy leaves a later wait's
+ * place alone. */
 typedef struct redlock__fair_leave_args {
     const char *name, *channel, *queue_key, *timeouts_key, *tickets_key, *lapses_key;
-    const char *message, *field;
+    const char *message, *field, *ticket;
 } redlock__fair_leave_args;
 
 typedef struct redlock__sem_inspect_args {

@@ -1302,6 +1302,68 @@ START_TEST(test_late_abort_after_leave_no_ghost)
 END_TEST
 
 /* ------------------------------------------------------------------------ */
+/* 5j. A leave of an earlier wait does not take the owner's next place. A
+ *     leave sent to a silent node is sent and also queued for the
+ *     background, so a node that wakes may run it twice, the second time
+ *     after the same owner (same field) queued again for its next wait.
+ *     That copy, written here by EVAL with an older ticket, must leave the
+ *     new place alone; the waiter's own leave (its cancel) must not. */
+
+START_TEST(test_late_leave_keeps_next_place)
+{
+    redlock_client *c = client_over(1);
+    redlock_lock *holder, *w;
+    char name[64], lapses[128], channel[128], wf[FIELD_CAP], ticket[32];
+    redisReply *r;
+    bg_acquire b;
+    probe p;
+
+    rig_unique_name(name, sizeof(name), "fair", "lateleave");
+    probe_open(&p, 1, name);
+    snprintf(lapses, sizeof(lapses), "redlock_fairlapse:{%s}", name);
+    snprintf(channel, sizeof(channel), "redisson_lock__channel:{%s}", name);
+    holder = fair_handle(c, name, 30000, 0);
+    w = fair_handle(c, name, 30000, 0);
+    rig_field_of(c, W1, wf, sizeof(wf));
+    acquire_ok(holder, HOLDER, 0, LEASE_MS);
+    bg_start(&b, w, W1, 20000);
+    ck_assert_msg(wait_queue_len(&p, 1, 5000) >= 0, "the waiter never queued");
+    r = ask(&p, 0, "ZSCORE %s %s", p.tickets, wf);
+    ck_assert_int_eq(r->type, REDIS_REPLY_STRING);
+    snprintf(ticket, sizeof(ticket), "%s", r->str);
+    freeReplyObject(r);
+    ck_assert_str_ne(ticket, "1");
+    {
+        const char *argv[] = {name, channel, p.queue, p.timeouts, p.tickets, lapses, "0",
+                              wf,   "1"};
+
+        ck_assert_int_eq(gone_says("fair_leave.lua", 6, 9, argv), 0);
+    }
+    ck_assert_msg(!no_trace(&p, 0, wf), "an earlier wait's leave took the waiter's place");
+    ck_assert_int_eq(ask_int(&p, 0, "LLEN %s", p.queue, NULL), 1);
+    r = ask(&p, 0, "ZSCORE %s %s", p.tickets, wf);
+    ck_assert_msg(r->type == REDIS_REPLY_STRING && strcmp(r->str, ticket) == 0,
+                  "the waiter's ticket is gone or changed");
+    freeReplyObject(r);
+    r = ask(&p, 0, "ZSCORE %s %s", lapses, wf);
+    ck_assert_msg(r->type == REDIS_REPLY_STRING && atof(r->str) > 0,
+                  "the waiter's place has no lapse time");
+    freeReplyObject(r);
+    /* Its own leave, with its own ticket, takes it out. */
+    redlock_acquire_cancel(w);
+    pthread_join(b.th, NULL);
+    ck_assert_msg(b.rc == REDLOCK_ECANCELED, "cancel: %s", redlock_err_name(b.rc));
+    assert_left_at_once(&p, wf, &b, "cancel after the late leave");
+    unlock_ok(holder, HOLDER);
+    ck_assert_int_ge(wait_all_empty(&p, 3000), 0);
+    redlock_lock_free(holder);
+    redlock_lock_free(w);
+    redlock_client_free(c);
+    probe_close(&p);
+}
+END_TEST
+
+/* ------------------------------------------------------------------------ */
 /* 5i. A waiter whose quorum of grants always comes back too late does not
  *     keep the head of the queue. The late waiter is a child process over
  *     two nodes (quorum 2) with a 1 s lease and drift factor 0.4, so a
@@ -1508,6 +1570,7 @@ int main(void)
     RIG_ADD_CASE(s, test_next_waiter_woken_when_leave_drops_dead_head, 60);
     RIG_ADD_CASE(s, test_failed_attempt_keeps_place, 60);
     RIG_ADD_CASE(s, test_late_abort_after_leave_no_ghost, 60);
+    RIG_ADD_CASE(s, test_late_leave_keeps_next_place, 60);
     RIG_ADD_CASE(s, test_always_late_waiter_yields_head, 60);
     RIG_ADD_CASE(s, test_reentry_and_fencing, 60);
     return run_suite(s);

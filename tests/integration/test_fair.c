@@ -56,7 +56,7 @@ static redlock_lock *fair_handle(redlock_client *c, const char *name, int place_
 typedef struct probe {
     redisContext *ctx[N_NODES];
     size_t n;
-    char name[64], queue[96], timeouts[96], tickets[96];
+    char name[64], queue[96], timeouts[96], tickets[96], lapses[96], channel[96];
 } probe;
 
 static void probe_open(probe *p, size_t n, const char *name)
@@ -69,6 +69,8 @@ static void probe_open(probe *p, size_t n, const char *name)
     snprintf(p->queue, sizeof(p->queue), "redisson_lock_queue:{%s}", name);
     snprintf(p->timeouts, sizeof(p->timeouts), "redisson_lock_timeout:{%s}", name);
     snprintf(p->tickets, sizeof(p->tickets), "redlock_fair:{%s}", name);
+    snprintf(p->lapses, sizeof(p->lapses), "redlock_fairlapse:{%s}", name);
+    snprintf(p->channel, sizeof(p->channel), "redisson_lock__channel:{%s}", name);
     for (i = 0; i < n; i++)
         p->ctx[i] = node_conn(i);
 }
@@ -182,13 +184,11 @@ static int held_on(probe *p, const char *field, unsigned char *held)
  * (by each node's own clock, as the scripts judge it). */
 static void sleep_past_lapse(probe *p, const char *field)
 {
-    char lapses[sizeof(p->name) + 32];
     int64_t longest_ms = 0;
     size_t i;
 
-    snprintf(lapses, sizeof(lapses), "redlock_fairlapse:{%s}", p->name);
     for (i = 0; i < p->n; i++) {
-        redisReply *score = ask(p, i, "ZSCORE %s %s", lapses, field);
+        redisReply *score = ask(p, i, "ZSCORE %s %s", p->lapses, field);
         redisReply *now = ask(p, i, "TIME");
         int64_t now_ms = atoll(now->element[0]->str) * 1000 + atoll(now->element[1]->str) / 1000;
 
@@ -1061,7 +1061,7 @@ static void dead_head_dropped(enum dead_head_dropper by)
     redlock_lock *holder, *w, *late;
     char name[64], wf[FIELD_CAP];
     const char *dead = "dead-head-of-the-queue";
-    char lapses[128], lapse[32], timeout[32];
+    char lapse[32], timeout[32];
     long long now_ms;
     int64_t start_ms = rig_now_ms();
     int64_t tried_us;
@@ -1080,12 +1080,11 @@ static void dead_head_dropped(enum dead_head_dropper by)
     t = ask(&p, 0, "TIME");
     now_ms = atoll(t->element[0]->str) * 1000 + atoll(t->element[1]->str) / 1000;
     freeReplyObject(t);
-    snprintf(lapses, sizeof(lapses), "redlock_fairlapse:{%s}", name);
     snprintf(lapse, sizeof(lapse), "%lld", now_ms + DEAD_HEAD_MS);
     snprintf(timeout, sizeof(timeout), "%lld", now_ms + DEAD_HEAD_MS + 600000);
     freeReplyObject(ask(&p, 0, "RPUSH %s %s", p.queue, dead));
     freeReplyObject(ask(&p, 0, "ZADD %s 1 %s", p.tickets, dead));
-    freeReplyObject(ask(&p, 0, "ZADD %s %s %s", lapses, lapse, dead));
+    freeReplyObject(ask(&p, 0, "ZADD %s %s %s", p.lapses, lapse, dead));
     freeReplyObject(ask(&p, 0, "ZADD %s %s %s", p.timeouts, timeout, dead));
     bg_start(&b, w, W1, 20000);
     ck_assert_msg(wait_queue_len(&p, 2, 5000) >= 0, "the waiter never queued");
@@ -1229,10 +1228,10 @@ static long long gone_says(const char *file, int nkeys, int argc, const char *co
 }
 
 /* The gone waiter's fair_acquire.lua request id (32 hex, sequence first). */
-static long long gone_acquire(probe *p, const char *lapses, const char *id)
+static long long gone_acquire(probe *p, const char *id)
 {
     char latch[192];
-    const char *argv[] = {p->name, latch, p->queue, p->timeouts, p->tickets, lapses,
+    const char *argv[] = {p->name, latch, p->queue, p->timeouts, p->tickets, p->lapses,
                           "10000", GONE_FIELD, id, "1", GONE_TICKET, GONE_PLACE};
 
     snprintf(latch, sizeof(latch), "redlock_latch:{%s}:%s", p->name, id);
@@ -1243,7 +1242,7 @@ START_TEST(test_late_abort_after_leave_no_ghost)
 {
     redlock_client *c = client_over(1);
     redlock_lock *holder, *w;
-    char name[64], lapses[128], channel[128], latch[192], wf[FIELD_CAP];
+    char name[64], latch[192], wf[FIELD_CAP];
     const char *queued_id = "000000000001aaaaaaaaaaaaaaaaaaaa";
     const char *late_id = "000000000002bbbbbbbbbbbbbbbbbbbb";
     int64_t aborted_us;
@@ -1253,15 +1252,13 @@ START_TEST(test_late_abort_after_leave_no_ghost)
 
     rig_unique_name(name, sizeof(name), "fair", "lateabort");
     probe_open(&p, 1, name);
-    snprintf(lapses, sizeof(lapses), "redlock_fairlapse:{%s}", name);
-    snprintf(channel, sizeof(channel), "redisson_lock__channel:{%s}", name);
     snprintf(latch, sizeof(latch), "redlock_latch:{%s}:%s", name, late_id);
     holder = fair_handle(c, name, 30000, 0);
     w = fair_handle(c, name, 30000, 0);
     rig_field_of(c, W1, wf, sizeof(wf));
     acquire_ok(holder, HOLDER, 0, LEASE_MS);
     /* The gone waiter queues first (refused: held), then the real one. */
-    ck_assert_int_gt(gone_acquire(&p, lapses, queued_id), 0);
+    ck_assert_int_gt(gone_acquire(&p, queued_id), 0);
     bg_start(&b, w, W1, 8000);
     ck_assert_msg(wait_queue_len(&p, 2, 5000) >= 0, "the real waiter never queued");
     r = ask(&p, 0, "LINDEX %s %s", p.queue, "0");
@@ -1270,30 +1267,30 @@ START_TEST(test_late_abort_after_leave_no_ghost)
     /* The release wakes the gone waiter only. */
     unlock_ok(holder, HOLDER);
     /* Its late grant: first, and the lock is free. */
-    ck_assert_int_eq(gone_acquire(&p, lapses, late_id), 0);
+    ck_assert_int_eq(gone_acquire(&p, late_id), 0);
     ck_assert_int_eq(ask_int(&p, 0, "HEXISTS %s %s", name, GONE_FIELD), 1);
     /* Its leave: it ended its wait (the attempt failed on a quorum). */
     {
-        const char *argv[] = {name, channel, p.queue, p.timeouts, p.tickets, lapses, "0",
-                              GONE_FIELD};
+        const char *argv[] = {name, p.channel, p.queue, p.timeouts, p.tickets, p.lapses, "0",
+                              GONE_FIELD, GONE_TICKET};
 
-        gone_says("fair_leave.lua", 6, 8, argv);
+        gone_says("fair_leave.lua", 6, 9, argv);
     }
     /* The abort of the late grant, sent while it still waited. */
     {
-        const char *argv[] = {name,      channel, latch, p.queue,    p.timeouts, p.tickets,
-                              lapses,    "0",     "10000", GONE_FIELD, GONE_TICKET};
+        const char *argv[] = {name,     p.channel, latch,   p.queue,    p.timeouts, p.tickets,
+                              p.lapses, "0",       "10000", GONE_FIELD, GONE_TICKET};
 
         aborted_us = rig_now_us();
         ck_assert_int_eq(gone_says("fair_abort.lua", 7, 11, argv), 1);
     }
     ck_assert_msg(no_trace(&p, 0, GONE_FIELD),
                   "the late abort gave the gone waiter a place (list, timeout or ticket)");
-    ck_assert_int_eq(ask_int(&p, 0, "ZSCORE %s %s", lapses, GONE_FIELD), -1);
+    ck_assert_int_eq(ask_int(&p, 0, "ZSCORE %s %s", p.lapses, GONE_FIELD), -1);
     joined_granted_within(&b, aborted_us, 1000, "late abort: the abort landing");
     unlock_ok(w, W1);
     ck_assert_int_ge(wait_all_empty(&p, 3000), 0);
-    ck_assert_int_eq(ask_int(&p, 0, "EXISTS %s", lapses, NULL), 0);
+    ck_assert_int_eq(ask_int(&p, 0, "EXISTS %s", p.lapses, NULL), 0);
     redlock_lock_free(holder);
     redlock_lock_free(w);
     redlock_client_free(c);
@@ -1313,15 +1310,13 @@ START_TEST(test_late_leave_keeps_next_place)
 {
     redlock_client *c = client_over(1);
     redlock_lock *holder, *w;
-    char name[64], lapses[128], channel[128], wf[FIELD_CAP], ticket[32];
+    char name[64], wf[FIELD_CAP], ticket[32];
     redisReply *r;
     bg_acquire b;
     probe p;
 
     rig_unique_name(name, sizeof(name), "fair", "lateleave");
     probe_open(&p, 1, name);
-    snprintf(lapses, sizeof(lapses), "redlock_fairlapse:{%s}", name);
-    snprintf(channel, sizeof(channel), "redisson_lock__channel:{%s}", name);
     holder = fair_handle(c, name, 30000, 0);
     w = fair_handle(c, name, 30000, 0);
     rig_field_of(c, W1, wf, sizeof(wf));
@@ -1334,7 +1329,7 @@ START_TEST(test_late_leave_keeps_next_place)
     freeReplyObject(r);
     ck_assert_str_ne(ticket, "1");
     {
-        const char *argv[] = {name, channel, p.queue, p.timeouts, p.tickets, lapses, "0",
+        const char *argv[] = {name, p.channel, p.queue, p.timeouts, p.tickets, p.lapses, "0",
                               wf,   "1"};
 
         ck_assert_int_eq(gone_says("fair_leave.lua", 6, 9, argv), 0);
@@ -1345,7 +1340,7 @@ START_TEST(test_late_leave_keeps_next_place)
     ck_assert_msg(r->type == REDIS_REPLY_STRING && strcmp(r->str, ticket) == 0,
                   "the waiter's ticket is gone or changed");
     freeReplyObject(r);
-    r = ask(&p, 0, "ZSCORE %s %s", lapses, wf);
+    r = ask(&p, 0, "ZSCORE %s %s", p.lapses, wf);
     ck_assert_msg(r->type == REDIS_REPLY_STRING && atof(r->str) > 0,
                   "the waiter's place has no lapse time");
     freeReplyObject(r);

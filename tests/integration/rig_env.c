@@ -156,44 +156,46 @@ void rig_unique_name(char *buf, size_t cap, const char *prefix, const char *tag)
     snprintf(buf, cap, "%s:%s:%ld:%u", prefix, tag, (long)getpid(), ++seq);
 }
 
+/* Reads at most cap - 1 bytes of path into buf, NUL-terminated; the
+ * length, or -1 when it cannot be opened. */
+static long read_small(const char *path, char *buf, size_t cap)
+{
+    FILE *f = fopen(path, "r");
+    size_t n;
+
+    if (!f)
+        return -1;
+    n = fread(buf, 1, cap - 1, f);
+    fclose(f);
+    buf[n] = '\0';
+    return (long)n;
+}
+
 /* Node i's redis-server pid if it is the rig's own, alive and not a
  * zombie; else 0. As scripts/rig's live_pid: the pid comes from the
  * node's pid file and must still name our port, so no other process is
  * ever signalled. */
 static pid_t live_node_pid(size_t i)
 {
-    char path[640], cmdline[512], want[32], status[2048];
-    FILE *f;
-    long pid = 0;
-    size_t n, k;
+    char path[640], buf[2048], want[32];
+    long pid, n, k;
 
     snprintf(path, sizeof(path), "%s/node%zu/redis.pid", rig_get("PLAIN_DIR"), i + 1);
-    if (!(f = fopen(path, "r")))
-        return 0;
-    if (fscanf(f, "%ld", &pid) != 1)
-        pid = 0;
-    fclose(f);
-    if (pid <= 0)
+    if (read_small(path, buf, sizeof(buf)) <= 0 || (pid = atol(buf)) <= 0)
         return 0;
     snprintf(path, sizeof(path), "/proc/%ld/cmdline", pid);
-    if (!(f = fopen(path, "r")))
+    if ((n = read_small(path, buf, sizeof(buf))) <= 0)
         return 0;
-    n = fread(cmdline, 1, sizeof(cmdline) - 1, f);
-    fclose(f);
     for (k = 0; k < n; k++)
-        if (cmdline[k] == '\0')
-            cmdline[k] = ' ';
-    cmdline[n] = '\0';
+        if (buf[k] == '\0')
+            buf[k] = ' ';
     snprintf(want, sizeof(want), ":%d ", rig_get_int("PLAIN_BASE_PORT") + (int)i);
-    if (!strstr(cmdline, "redis-server") || !strstr(cmdline, want))
+    if (!strstr(buf, "redis-server") || !strstr(buf, want))
         return 0;
     snprintf(path, sizeof(path), "/proc/%ld/status", pid);
-    if (!(f = fopen(path, "r")))
+    if (read_small(path, buf, sizeof(buf)) <= 0 || strstr(buf, "\nState:\tZ"))
         return 0;
-    n = fread(status, 1, sizeof(status) - 1, f);
-    fclose(f);
-    status[n] = '\0';
-    return strstr(status, "\nState:\tZ") ? 0 : (pid_t)pid;
+    return (pid_t)pid;
 }
 
 /* Runs before and after every case, so it signals live nodes itself

@@ -31,7 +31,7 @@
 -- arrival order there, so no two waiters can each be first on part of a
 -- quorum. The list is kept in the same order for Redisson's sake. A
 -- waiter's every attempt renews its place (or puts it back by its
--- ticket); places whose time lapsed leave first, as in Redisson (entries
+-- ticket, replacing a place of the same owner's earlier wait); places whose time lapsed leave first, as in Redisson (entries
 -- without a timeout too). The lock is granted when it is free and nobody
 -- else is first; the grant takes the caller out of the queue, leaving in
 -- KEYS[6] its lapse L scored -L: the receipt an abort of this grant needs
@@ -88,13 +88,21 @@ end
 local function enqueue()
     if ARGV[5] == '' then return end
     local lapse = now + tonumber(ARGV[6])
-    -- Queued already, unless a Redisson client's script dropped the list
-    -- entry (its stale-waiter loop does, once its own grants have taken
-    -- their wait off every timeout): then the place goes back in order.
-    if redis.call('zscore', KEYS[6], ARGV[2]) and redis.call('lpos', KEYS[3], ARGV[2]) then
+    local queued = redis.call('zscore', KEYS[5], ARGV[2])
+    if queued and tonumber(queued) ~= tonumber(ARGV[5]) then
+        -- The owner's last wait's place, whose leave has not landed here
+        -- yet: this wait queues by its own ticket, so that leave, when it
+        -- lands, finds another ticket and spares this place.
+        redis.call('lrem', KEYS[3], 0, ARGV[2])
+        redis.call('zrem', KEYS[4], ARGV[2])
+        redis.call('zrem', KEYS[5], ARGV[2])
+    elseif queued and redis.call('lpos', KEYS[3], ARGV[2]) then
+        -- Queued already, unless a Redisson client's script dropped the
+        -- list entry (its stale-waiter loop does, once its own grants have
+        -- taken their wait off every timeout): then the place goes back
+        -- in order, below.
         redis.call('zadd', KEYS[6], lapse, ARGV[2])
         redis.call('zadd', KEYS[4], lapse + 600000, ARGV[2])
-        redis.call('zadd', KEYS[5], 'nx', ARGV[5], ARGV[2])
         return
     end
     -- From the tail, pass the waiters whose (ticket, field) is after ours;

@@ -1227,15 +1227,21 @@ static long long gone_says(const char *file, int nkeys, int argc, const char *co
     return v;
 }
 
-/* The gone waiter's fair_acquire.lua request id (32 hex, sequence first). */
-static long long gone_acquire(probe *p, const char *id)
+/* The gone waiter's fair_acquire.lua with its ticket and request id (32
+ * hex, sequence first). */
+static long long gone_acquire_with(probe *p, const char *id, const char *ticket)
 {
     char latch[192];
     const char *argv[] = {p->name, latch, p->queue, p->timeouts, p->tickets, p->lapses,
-                          "10000", GONE_FIELD, id, "1", GONE_TICKET, GONE_PLACE};
+                          "10000", GONE_FIELD, id, "1", ticket, GONE_PLACE};
 
     snprintf(latch, sizeof(latch), "redlock_latch:{%s}:%s", p->name, id);
     return gone_says("fair_acquire.lua", 6, 12, argv);
+}
+
+static long long gone_acquire(probe *p, const char *id)
+{
+    return gone_acquire_with(p, id, GONE_TICKET);
 }
 
 START_TEST(test_late_abort_after_leave_no_ghost)
@@ -1353,6 +1359,52 @@ START_TEST(test_late_leave_keeps_next_place)
     ck_assert_int_ge(wait_all_empty(&p, 3000), 0);
     redlock_lock_free(holder);
     redlock_lock_free(w);
+    redlock_client_free(c);
+    probe_close(&p);
+}
+END_TEST
+
+/* The other order: the owner's next wait reaches the node before the
+ * late copy of the last wait's leave. Its attempt finds the last wait's
+ * place still there, and must queue by its own ticket, so that the late
+ * leave spares it and its own leave takes it. Written by EVAL for a
+ * waiter of another client, the lock held by the test's holder. */
+START_TEST(test_next_wait_replaces_earlier_place)
+{
+    redlock_client *c = client_over(1);
+    redlock_lock *holder;
+    char name[64];
+    const char *wait1_id = "000000000001cccccccccccccccccccc";
+    const char *wait2_id = "000000000002dddddddddddddddddddd";
+    const char *wait2_ticket = "5";
+    redisReply *r;
+    probe p;
+
+    rig_unique_name(name, sizeof(name), "fair", "nextwait");
+    probe_open(&p, 1, name);
+    holder = fair_handle(c, name, 30000, 0);
+    acquire_ok(holder, HOLDER, 0, LEASE_MS);
+    ck_assert_int_gt(gone_acquire_with(&p, wait1_id, GONE_TICKET), 0);
+    ck_assert_int_gt(gone_acquire_with(&p, wait2_id, wait2_ticket), 0);
+    r = ask(&p, 0, "ZSCORE %s %s", p.tickets, GONE_FIELD);
+    ck_assert_msg(r->type == REDIS_REPLY_STRING && strcmp(r->str, wait2_ticket) == 0,
+                  "the next wait kept the last wait's ticket %s", r->str ? r->str : "(none)");
+    freeReplyObject(r);
+    ck_assert_int_eq(ask_int(&p, 0, "LLEN %s", p.queue, NULL), 1);
+    {
+        const char *late[] = {name, p.channel, p.queue, p.timeouts, p.tickets, p.lapses, "0",
+                              GONE_FIELD, GONE_TICKET};
+        const char *own[] = {name, p.channel, p.queue, p.timeouts, p.tickets, p.lapses, "0",
+                             GONE_FIELD, wait2_ticket};
+
+        ck_assert_int_eq(gone_says("fair_leave.lua", 6, 9, late), 0);
+        ck_assert_msg(!no_trace(&p, 0, GONE_FIELD), "the late leave took the next wait's place");
+        ck_assert_int_eq(gone_says("fair_leave.lua", 6, 9, own), 1);
+    }
+    ck_assert_msg(no_trace(&p, 0, GONE_FIELD), "the next wait's own leave left a place behind");
+    unlock_ok(holder, HOLDER);
+    ck_assert_int_ge(wait_all_empty(&p, 3000), 0);
+    redlock_lock_free(holder);
     redlock_client_free(c);
     probe_close(&p);
 }
@@ -1566,6 +1618,7 @@ int main(void)
     RIG_ADD_CASE(s, test_failed_attempt_keeps_place, 60);
     RIG_ADD_CASE(s, test_late_abort_after_leave_no_ghost, 60);
     RIG_ADD_CASE(s, test_late_leave_keeps_next_place, 60);
+    RIG_ADD_CASE(s, test_next_wait_replaces_earlier_place, 60);
     RIG_ADD_CASE(s, test_always_late_waiter_yields_head, 60);
     RIG_ADD_CASE(s, test_reentry_and_fencing, 60);
     return run_suite(s);

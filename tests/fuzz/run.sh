@@ -4,21 +4,17 @@
 # time each, starting from the seeds in tests/fuzz/corpus/<target>/, and
 # fails if any target finds a crash, leak, sanitizer report or timeout.
 #   tests/fuzz/run.sh BUILD_DIR SECONDS [TARGET...]
-#   tests/fuzz/run.sh --list     the targets it runs by default (to build
-#                                only those)
 # New inputs go to a scratch copy of the corpus (BUILD_DIR/fuzz-work), so
 # the repository's seeds change only when someone copies a finding back.
 # Crashing inputs are kept in BUILD_DIR/fuzz-work/<target>/artifacts/ and
 # replay with: BUILD_DIR/tests/fuzz/<target> <file>
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
-all_targets=(fuzz_uri fuzz_replies fuzz_stream fuzz_pubsub fuzz_keys fuzz_args)
-if [ "${1:-}" = --list ]; then echo "${all_targets[*]}"; exit 0; fi
 build=${1:?usage: run.sh BUILD_DIR SECONDS [TARGET...]}
 seconds=${2:?usage: run.sh BUILD_DIR SECONDS [TARGET...]}
 shift 2
 targets=("$@")
-[ ${#targets[@]} -gt 0 ] || targets=("${all_targets[@]}")
+[ ${#targets[@]} -gt 0 ] || targets=(fuzz_uri fuzz_replies fuzz_stream fuzz_pubsub fuzz_keys fuzz_args)
 case $seconds in ''|*[!0-9]*) echo "run.sh: SECONDS must be a whole number" >&2; exit 2;; esac
 
 export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1:allocator_may_return_null=1}

@@ -178,6 +178,7 @@ static long read_small(const char *path, char *buf, size_t cap)
 static pid_t live_node_pid(size_t i)
 {
     char path[640], buf[2048], want[32];
+    const char *prog, *port;
     long pid, n, k;
 
     snprintf(path, sizeof(path), "%s/node%zu/redis.pid", rig_get("PLAIN_DIR"), i + 1);
@@ -189,8 +190,14 @@ static pid_t live_node_pid(size_t i)
     for (k = 0; k < n; k++)
         if (buf[k] == '\0')
             buf[k] = ' ';
-    snprintf(want, sizeof(want), ":%d ", rig_get_int("PLAIN_BASE_PORT") + (int)i);
-    if (!strstr(buf, "redis-server") || !strstr(buf, want))
+    /* "redis-server.*:PORT( |$)", as the script's grep. */
+    snprintf(want, sizeof(want), ":%d", rig_get_int("PLAIN_BASE_PORT") + (int)i);
+    if (!(prog = strstr(buf, "redis-server")))
+        return 0;
+    for (port = strstr(prog, want); port; port = strstr(port + 1, want))
+        if (port[strlen(want)] == ' ' || port[strlen(want)] == '\0')
+            break;
+    if (!port)
         return 0;
     snprintf(path, sizeof(path), "/proc/%ld/status", pid);
     if (read_small(path, buf, sizeof(buf)) <= 0 || strstr(buf, "\nState:\tZ"))

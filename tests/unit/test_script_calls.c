@@ -154,6 +154,26 @@ START_TEST(kind_builders_place_every_argument)
 }
 END_TEST
 
+/* A fair waiter's leave names the ending wait's ticket, so a late copy
+ * spares the same owner's next place; without one it is "" (any place). */
+START_TEST(fair_leave_carries_the_ticket)
+{
+    const char *argv[REDLOCK__SCRIPT_MAX_ARGS];
+    redlock__fair_leave_args leave = {.name = "n", .channel = "chan", .queue_key = "q",
+                                      .timeouts_key = "t", .tickets_key = "k",
+                                      .lapses_key = "l", .message = "0", .field = "f",
+                                      .ticket = "1764338400123456"};
+    redlock__script_call sc;
+
+    expect_call(redlock__script_fair_leave(argv, &leave), REDLOCK__SCRIPT_FAIR_LEAVE, 6, argv,
+                (const char *[]){"n", "chan", "q", "t", "k", "l", "0", "f", "1764338400123456"});
+    leave.ticket = NULL;
+    sc = redlock__script_fair_leave(argv, &leave);
+    ck_assert_int_eq(sc.argc, 9);
+    ck_assert_str_eq(argv[8], "");
+}
+END_TEST
+
 START_TEST(format_sends_evalsha_then_eval)
 {
     const char *argv[REDLOCK__SCRIPT_MAX_ARGS];
@@ -442,6 +462,7 @@ int main(void)
     tcase_add_test(tc, shapes_match_the_scripts);
     tcase_add_test(tc, builders_place_every_argument);
     tcase_add_test(tc, kind_builders_place_every_argument);
+    tcase_add_test(tc, fair_leave_carries_the_ticket);
     tcase_add_test(tc, format_sends_evalsha_then_eval);
     tcase_add_test(tc, encode_matches_hiredis);
     tcase_add_loop_test(tc, acquire_replies, 0,

@@ -31,7 +31,8 @@
 -- arrival order there, so no two waiters can each be first on part of a
 -- quorum. The list is kept in the same order for Redisson's sake. A
 -- waiter's every attempt renews its place (or puts it back by its
--- ticket, replacing a place of the same owner's earlier wait); places whose time lapsed leave first, as in Redisson (entries
+-- ticket, replacing a place of the same owner's earlier wait, which
+-- never makes this wait first); places whose time lapsed leave first, as in Redisson (entries
 -- without a timeout too). The lock is granted when it is free and nobody
 -- else is first; the grant takes the caller out of the queue, leaving in
 -- KEYS[6] its lapse L scored -L: the receipt an abort of this grant needs
@@ -61,7 +62,8 @@ local function refuse(v)
             tonumber(t[1]) * 1000000 + tonumber(t[2])))}
 end
 -- The first waiter whose place has not lapsed, dropping lapsed ones (the
--- third result says some were).
+-- third result says some were; the fourth is its ticket, nil for a
+-- Redisson waiter).
 local function first_waiter(queue, timeouts, tickets, lapses, now)
     local dropped = false
     for _ = 1, 100 do
@@ -69,14 +71,16 @@ local function first_waiter(queue, timeouts, tickets, lapses, now)
         -- the least one: the list is kept in ticket order, so it usually
         -- is, and its ticket need not be looked up.
         local first = redis.call('lindex', queue, 0)
-        local least = redis.call('zrange', tickets, 0, 0)[1]
-        if not first or first == least or redis.call('zscore', tickets, first) then
-            first = least or first
+        local least = redis.call('zrange', tickets, 0, 0, 'withscores')
+        if not first or first == least[1] or redis.call('zscore', tickets, first) then
+            first = least[1] or first
         end
         if not first then return nil end
         -- Ours lapse by our own clock; a Redisson waiter's by its timeout.
         local lapse = redis.call('zscore', lapses, first) or redis.call('zscore', timeouts, first)
-        if lapse and tonumber(lapse) > now then return first, tonumber(lapse), dropped end
+        if lapse and tonumber(lapse) > now then
+            return first, tonumber(lapse), dropped, first == least[1] and tonumber(least[2]) or nil
+        end
         redis.call('lrem', queue, 0, first)
         redis.call('zrem', timeouts, first)
         redis.call('zrem', tickets, first)
@@ -173,11 +177,24 @@ end
 -- be first at once, or both could be refused while the lock is free, with
 -- nobody left to wake. Only a refused caller queues (or renews); a
 -- granted one leaves its place.
-local first, lapse, dropped = first_waiter(KEYS[3], KEYS[4], KEYS[5], KEYS[6], now)
+local first, lapse, dropped, theirs = first_waiter(KEYS[3], KEYS[4], KEYS[5], KEYS[6], now)
+local ticket = tonumber(ARGV[5])
+if first == ARGV[2] and ticket and theirs ~= ticket then
+    -- First by the place of the owner's earlier wait (its leave has not
+    -- landed here yet), not by this wait's ticket: that place goes, and
+    -- the first is found again.
+    redis.call('lrem', KEYS[3], 0, first)
+    redis.call('zrem', KEYS[4], first)
+    redis.call('zrem', KEYS[5], first)
+    redis.call('zrem', KEYS[6], first)
+    local more
+    first, lapse, more, theirs = first_waiter(KEYS[3], KEYS[4], KEYS[5], KEYS[6], now)
+    dropped = dropped or more
+end
 if first and first ~= ARGV[2] then
-    local theirs = ARGV[5] ~= '' and tonumber(redis.call('zscore', KEYS[5], first) or '')
-    local ticket = tonumber(ARGV[5])
-    if not theirs or theirs < ticket or (theirs == ticket and first < ARGV[2]) then
+    -- A caller without a ticket is behind every waiter, and so is one
+    -- with a ticket behind a Redisson waiter (theirs nil: no ticket).
+    if not ticket or not theirs or theirs < ticket or (theirs == ticket and first < ARGV[2]) then
         -- The lock is free and the head just left: a waiter that died
         -- after the last release woke it. Nobody has woken the new first
         -- (a Redisson waiter would sleep out the dead one's timeout, ours

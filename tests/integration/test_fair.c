@@ -1038,6 +1038,23 @@ END_TEST
 
 #define DEAD_HEAD_MS 1500
 
+/* Queues a waiter of another client by hand on node 0, at the tail:
+ * ticket, and a place lapsing lapse_in_ms from now by the node's clock. */
+static void queue_by_hand(probe *p, const char *field, const char *ticket, long long lapse_in_ms)
+{
+    char lapse[32], timeout[32];
+    redisReply *t = ask(p, 0, "TIME");
+    long long now_ms = atoll(t->element[0]->str) * 1000 + atoll(t->element[1]->str) / 1000;
+
+    freeReplyObject(t);
+    snprintf(lapse, sizeof(lapse), "%lld", now_ms + lapse_in_ms);
+    snprintf(timeout, sizeof(timeout), "%lld", now_ms + lapse_in_ms + 600000);
+    freeReplyObject(ask(p, 0, "RPUSH %s %s", p->queue, field));
+    freeReplyObject(ask(p, 0, "ZADD %s %s %s", p->tickets, ticket, field));
+    freeReplyObject(ask(p, 0, "ZADD %s %s %s", p->lapses, lapse, field));
+    freeReplyObject(ask(p, 0, "ZADD %s %s %s", p->timeouts, timeout, field));
+}
+
 /* Joins b, which must have been granted within ms of since_us (what
  * happened then: `event`). */
 static void joined_granted_within(bg_acquire *b, int64_t since_us, int64_t ms, const char *event)
@@ -1061,11 +1078,8 @@ static void dead_head_dropped(enum dead_head_dropper by)
     redlock_lock *holder, *w, *late;
     char name[64], wf[FIELD_CAP];
     const char *dead = "dead-head-of-the-queue";
-    char lapse[32], timeout[32];
-    long long now_ms;
     int64_t start_ms = rig_now_ms();
     int64_t tried_us;
-    redisReply *t;
     bg_acquire b, behind;
     probe p;
 
@@ -1077,15 +1091,7 @@ static void dead_head_dropped(enum dead_head_dropper by)
     late = fair_handle(c, name, 30000, 0);
     rig_field_of(c, W1, wf, sizeof(wf));
     acquire_ok(holder, HOLDER, 0, LEASE_MS);
-    t = ask(&p, 0, "TIME");
-    now_ms = atoll(t->element[0]->str) * 1000 + atoll(t->element[1]->str) / 1000;
-    freeReplyObject(t);
-    snprintf(lapse, sizeof(lapse), "%lld", now_ms + DEAD_HEAD_MS);
-    snprintf(timeout, sizeof(timeout), "%lld", now_ms + DEAD_HEAD_MS + 600000);
-    freeReplyObject(ask(&p, 0, "RPUSH %s %s", p.queue, dead));
-    freeReplyObject(ask(&p, 0, "ZADD %s 1 %s", p.tickets, dead));
-    freeReplyObject(ask(&p, 0, "ZADD %s %s %s", p.lapses, lapse, dead));
-    freeReplyObject(ask(&p, 0, "ZADD %s %s %s", p.timeouts, timeout, dead));
+    queue_by_hand(&p, dead, "1", DEAD_HEAD_MS);
     bg_start(&b, w, W1, 20000);
     ck_assert_msg(wait_queue_len(&p, 2, 5000) >= 0, "the waiter never queued");
     if (by == DROPPED_BY_LEAVE) {
@@ -1364,6 +1370,21 @@ START_TEST(test_late_leave_keeps_next_place)
 }
 END_TEST
 
+/* A fair lock on node 0 held by the test's holder, a probe on it, and a
+ * place of the gone waiter's earlier wait (GONE_TICKET) in its queue. */
+static redlock_lock *held_with_earlier_place(redlock_client *c, probe *p, char *name,
+                                             size_t cap, const char *tag, const char *wait1_id)
+{
+    redlock_lock *holder;
+
+    rig_unique_name(name, cap, "fair", tag);
+    probe_open(p, 1, name);
+    holder = fair_handle(c, name, 30000, 0);
+    acquire_ok(holder, HOLDER, 0, LEASE_MS);
+    ck_assert_int_gt(gone_acquire_with(p, wait1_id, GONE_TICKET), 0);
+    return holder;
+}
+
 /* The other order: the owner's next wait reaches the node before the
  * late copy of the last wait's leave. Its attempt finds the last wait's
  * place still there, and must queue by its own ticket, so that the late
@@ -1380,11 +1401,7 @@ START_TEST(test_next_wait_replaces_earlier_place)
     redisReply *r;
     probe p;
 
-    rig_unique_name(name, sizeof(name), "fair", "nextwait");
-    probe_open(&p, 1, name);
-    holder = fair_handle(c, name, 30000, 0);
-    acquire_ok(holder, HOLDER, 0, LEASE_MS);
-    ck_assert_int_gt(gone_acquire_with(&p, wait1_id, GONE_TICKET), 0);
+    holder = held_with_earlier_place(c, &p, name, sizeof(name), "nextwait", wait1_id);
     ck_assert_int_gt(gone_acquire_with(&p, wait2_id, wait2_ticket), 0);
     r = ask(&p, 0, "ZSCORE %s %s", p.tickets, GONE_FIELD);
     ck_assert_msg(r->type == REDIS_REPLY_STRING && strcmp(r->str, wait2_ticket) == 0,
@@ -1403,6 +1420,44 @@ START_TEST(test_next_wait_replaces_earlier_place)
     }
     ck_assert_msg(no_trace(&p, 0, GONE_FIELD), "the next wait's own leave left a place behind");
     unlock_ok(holder, HOLDER);
+    ck_assert_int_ge(wait_all_empty(&p, 3000), 0);
+    redlock_lock_free(holder);
+    redlock_client_free(c);
+    probe_close(&p);
+}
+END_TEST
+
+/* The same with the lock free: the earlier wait's place (ticket 1) is
+ * first, but the next wait goes by its own ticket (5), behind a waiter
+ * with ticket 3, so it is refused and queues behind it. */
+START_TEST(test_earlier_place_does_not_grant_next_wait)
+{
+    redlock_client *c = client_over(1);
+    redlock_lock *holder;
+    char name[64];
+    const char *other = "other-client:3";
+    const char *wait2_id = "000000000002eeeeeeeeeeeeeeeeeeee";
+    long long got;
+    redisReply *r;
+    probe p;
+
+    holder = held_with_earlier_place(c, &p, name, sizeof(name), "earlierplace",
+                                     "000000000001ffffffffffffffffffff");
+    queue_by_hand(&p, other, "3", 30000);
+    unlock_ok(holder, HOLDER);
+    got = gone_acquire_with(&p, wait2_id, "5");
+    ck_assert_msg(ask_int(&p, 0, "HEXISTS %s %s", name, GONE_FIELD) == 0,
+                  "the next wait was granted by its earlier wait's place (reply %lld)", got);
+    ck_assert_int_ge(got, 0);
+    r = ask(&p, 0, "LRANGE %s 0 -1", p.queue);
+    ck_assert_uint_eq(r->elements, 2);
+    ck_assert_str_eq(r->element[0]->str, other);
+    ck_assert_str_eq(r->element[1]->str, GONE_FIELD);
+    freeReplyObject(r);
+    r = ask(&p, 0, "ZSCORE %s %s", p.tickets, GONE_FIELD);
+    ck_assert_str_eq(r->str, "5");
+    freeReplyObject(r);
+    freeReplyObject(ask(&p, 0, "DEL %s %s %s %s", p.queue, p.tickets, p.lapses, p.timeouts));
     ck_assert_int_ge(wait_all_empty(&p, 3000), 0);
     redlock_lock_free(holder);
     redlock_client_free(c);
@@ -1619,6 +1674,7 @@ int main(void)
     RIG_ADD_CASE(s, test_late_abort_after_leave_no_ghost, 60);
     RIG_ADD_CASE(s, test_late_leave_keeps_next_place, 60);
     RIG_ADD_CASE(s, test_next_wait_replaces_earlier_place, 60);
+    RIG_ADD_CASE(s, test_earlier_place_does_not_grant_next_wait, 60);
     RIG_ADD_CASE(s, test_always_late_waiter_yields_head, 60);
     RIG_ADD_CASE(s, test_reentry_and_fencing, 60);
     return run_suite(s);

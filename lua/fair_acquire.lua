@@ -117,11 +117,17 @@ local function enqueue()
     for i = len - 1, math.max(len - 1000, 0), -1 do
         local other = redis.call('lindex', KEYS[3], i)
         local theirs = tonumber(redis.call('zscore', KEYS[5], other) or '')
-        if not theirs or theirs < ticket or (theirs == ticket and other < ARGV[2]) then
+        if other == ARGV[2] then
+            -- An entry of ours without a ticket (its ticket set was lost,
+            -- say to eviction): it goes, or the field would be listed
+            -- twice. (Entries below i keep their indices.)
+            redis.call('lrem', KEYS[3], 0, ARGV[2])
+        elseif not theirs or theirs < ticket or (theirs == ticket and other < ARGV[2]) then
             pivot = other
             break
+        else
+            pivot = false
         end
-        pivot = false
     end
     if pivot then
         redis.call('linsert', KEYS[3], 'after', pivot, ARGV[2])
@@ -179,17 +185,18 @@ end
 -- granted one leaves its place.
 local first, lapse, dropped, theirs = first_waiter(KEYS[3], KEYS[4], KEYS[5], KEYS[6], now)
 local ticket = tonumber(ARGV[5])
-if first == ARGV[2] and ticket and theirs ~= ticket then
+if first == ARGV[2] and (ticket and theirs ~= ticket or not ticket and ARGV[4] == '1') then
     -- First by the place of the owner's earlier wait (its leave has not
-    -- landed here yet), not by this wait's ticket: that place goes, and
-    -- the first is found again.
+    -- landed here yet), not by this wait's ticket (a fresh try has none:
+    -- any place of its field is an earlier wait's): that place goes, and
+    -- the first is found again, and woken if it is not the caller.
     redis.call('lrem', KEYS[3], 0, first)
     redis.call('zrem', KEYS[4], first)
     redis.call('zrem', KEYS[5], first)
     redis.call('zrem', KEYS[6], first)
     local more
     first, lapse, more, theirs = first_waiter(KEYS[3], KEYS[4], KEYS[5], KEYS[6], now)
-    dropped = dropped or more
+    dropped = true
 end
 if first and first ~= ARGV[2] then
     -- A caller without a ticket is behind every waiter, and so is one

@@ -1429,34 +1429,91 @@ END_TEST
 
 /* The same with the lock free: the earlier wait's place (ticket 1) is
  * first, but the next wait goes by its own ticket (5), behind a waiter
- * with ticket 3, so it is refused and queues behind it. */
-START_TEST(test_earlier_place_does_not_grant_next_wait)
+ * with ticket 3, so it is refused and queues behind it; a fresh try
+ * without a ticket is refused and does not queue. Either way the place
+ * goes, and the waiter now first (whom the release did not wake: it woke
+ * the earlier place's owner) is woken. */
+static void earlier_place_first(const char *next_ticket, const char *tag)
 {
     redlock_client *c = client_over(1);
     redlock_lock *holder;
+    redisContext *sub;
     char name[64];
     const char *other = "other-client:3";
     const char *wait2_id = "000000000002eeeeeeeeeeeeeeeeeeee";
+    struct timeval two_s = {2, 0};
     long long got;
     redisReply *r;
+    void *msg = NULL;
     probe p;
 
-    holder = held_with_earlier_place(c, &p, name, sizeof(name), "earlierplace",
+    holder = held_with_earlier_place(c, &p, name, sizeof(name), tag,
                                      "000000000001ffffffffffffffffffff");
     queue_by_hand(&p, other, "3", 30000);
     unlock_ok(holder, HOLDER);
-    got = gone_acquire_with(&p, wait2_id, "5");
+    sub = node_conn(0);
+    freeReplyObject(redisCommand(sub, "SUBSCRIBE %s:%s", p.channel, other));
+    got = gone_acquire_with(&p, wait2_id, next_ticket);
     ck_assert_msg(ask_int(&p, 0, "HEXISTS %s %s", name, GONE_FIELD) == 0,
                   "the next wait was granted by its earlier wait's place (reply %lld)", got);
     ck_assert_int_ge(got, 0);
     r = ask(&p, 0, "LRANGE %s 0 -1", p.queue);
-    ck_assert_uint_eq(r->elements, 2);
+    ck_assert_uint_eq(r->elements, *next_ticket ? 2 : 1);
     ck_assert_str_eq(r->element[0]->str, other);
-    ck_assert_str_eq(r->element[1]->str, GONE_FIELD);
+    if (*next_ticket)
+        ck_assert_str_eq(r->element[1]->str, GONE_FIELD);
     freeReplyObject(r);
-    r = ask(&p, 0, "ZSCORE %s %s", p.tickets, GONE_FIELD);
-    ck_assert_str_eq(r->str, "5");
+    if (*next_ticket) {
+        r = ask(&p, 0, "ZSCORE %s %s", p.tickets, GONE_FIELD);
+        ck_assert_str_eq(r->str, next_ticket);
+        freeReplyObject(r);
+    } else {
+        ck_assert_msg(no_trace(&p, 0, GONE_FIELD), "the earlier place is still there");
+    }
+    redisSetTimeout(sub, two_s);
+    ck_assert_msg(redisGetReply(sub, &msg) == REDIS_OK && msg &&
+                      ((redisReply *)msg)->type == REDIS_REPLY_ARRAY &&
+                      strcmp(((redisReply *)msg)->element[0]->str, "message") == 0,
+                  "the waiter now first was not woken");
+    freeReplyObject(msg);
+    redisFree(sub);
+    freeReplyObject(ask(&p, 0, "DEL %s %s %s %s", p.queue, p.tickets, p.lapses, p.timeouts));
+    ck_assert_int_ge(wait_all_empty(&p, 3000), 0);
+    redlock_lock_free(holder);
+    redlock_client_free(c);
+    probe_close(&p);
+}
+
+START_TEST(test_earlier_place_does_not_grant_next_wait)
+{
+    earlier_place_first("5", "earlierplace");
+}
+END_TEST
+
+START_TEST(test_earlier_place_does_not_grant_fresh_try)
+{
+    earlier_place_first("", "earlierfresh");
+}
+END_TEST
+
+/* A place of ours whose ticket was lost (its set evicted, say) is listed
+ * once when it is put back, not twice. */
+START_TEST(test_entry_without_ticket_not_listed_twice)
+{
+    redlock_client *c = client_over(1);
+    redlock_lock *holder;
+    char name[64];
+    redisReply *r;
+    probe p;
+
+    holder = held_with_earlier_place(c, &p, name, sizeof(name), "lostticket",
+                                     "000000000001abababababababababab");
+    freeReplyObject(ask(&p, 0, "ZREM %s %s", p.tickets, GONE_FIELD));
+    ck_assert_int_gt(gone_acquire_with(&p, "000000000002abababababababababab", GONE_TICKET), 0);
+    r = ask(&p, 0, "LRANGE %s 0 -1", p.queue);
+    ck_assert_msg(r->elements == 1, "the waiter is listed %zu times", r->elements);
     freeReplyObject(r);
+    unlock_ok(holder, HOLDER);
     freeReplyObject(ask(&p, 0, "DEL %s %s %s %s", p.queue, p.tickets, p.lapses, p.timeouts));
     ck_assert_int_ge(wait_all_empty(&p, 3000), 0);
     redlock_lock_free(holder);
@@ -1675,6 +1732,8 @@ int main(void)
     RIG_ADD_CASE(s, test_late_leave_keeps_next_place, 60);
     RIG_ADD_CASE(s, test_next_wait_replaces_earlier_place, 60);
     RIG_ADD_CASE(s, test_earlier_place_does_not_grant_next_wait, 60);
+    RIG_ADD_CASE(s, test_earlier_place_does_not_grant_fresh_try, 60);
+    RIG_ADD_CASE(s, test_entry_without_ticket_not_listed_twice, 60);
     RIG_ADD_CASE(s, test_always_late_waiter_yields_head, 60);
     RIG_ADD_CASE(s, test_reentry_and_fencing, 60);
     return run_suite(s);

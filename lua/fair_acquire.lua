@@ -32,8 +32,8 @@
 -- quorum. The list is kept in the same order for Redisson's sake. A
 -- waiter's every attempt renews its place (or puts it back by its
 -- ticket, replacing a place of the same owner's earlier wait, which
--- never makes this wait first); places whose time lapsed leave first, as in Redisson (entries
--- without a timeout too). The lock is granted when it is free and nobody
+-- never makes this wait first); places whose time lapsed leave first, as
+-- in Redisson (entries without a timeout too). The lock is granted when it is free and nobody
 -- else is first; the grant takes the caller out of the queue, leaving in
 -- KEYS[6] its lapse L scored -L: the receipt an abort of this grant needs
 -- to give the place back (fair_abort.lua). A leave or a release drops the
@@ -61,6 +61,13 @@ local function refuse(v)
     return {v, 't', string.format('%.0f', math.max(seq + 1,
             tonumber(t[1]) * 1000000 + tonumber(t[2])))}
 end
+-- Takes field out of the queue: its list entry, timeout and ticket (its
+-- lapse is the caller's to drop or to keep as a receipt).
+local function unlist(field)
+    redis.call('lrem', KEYS[3], 0, field)
+    redis.call('zrem', KEYS[4], field)
+    redis.call('zrem', KEYS[5], field)
+end
 -- The first waiter whose place has not lapsed, dropping lapsed ones (the
 -- third result says some were; the fourth is its ticket, nil for a
 -- Redisson waiter).
@@ -81,9 +88,7 @@ local function first_waiter(queue, timeouts, tickets, lapses, now)
         if lapse and tonumber(lapse) > now then
             return first, tonumber(lapse), dropped, first == least[1] and tonumber(least[2]) or nil
         end
-        redis.call('lrem', queue, 0, first)
-        redis.call('zrem', timeouts, first)
-        redis.call('zrem', tickets, first)
+        unlist(first)
         redis.call('zrem', lapses, first)
         dropped = true
     end
@@ -97,9 +102,7 @@ local function enqueue()
         -- The owner's last wait's place, whose leave has not landed here
         -- yet: this wait queues by its own ticket, so that leave, when it
         -- lands, finds another ticket and spares this place.
-        redis.call('lrem', KEYS[3], 0, ARGV[2])
-        redis.call('zrem', KEYS[4], ARGV[2])
-        redis.call('zrem', KEYS[5], ARGV[2])
+        unlist(ARGV[2])
     elseif queued and redis.call('lpos', KEYS[3], ARGV[2]) then
         -- Queued already, unless a Redisson client's script dropped the
         -- list entry (its stale-waiter loop does, once its own grants have
@@ -190,9 +193,7 @@ if first == ARGV[2] and (ticket and theirs ~= ticket or not ticket and ARGV[4] =
     -- landed here yet), not by this wait's ticket (a fresh try has none:
     -- any place of its field is an earlier wait's): that place goes, and
     -- the first is found again, and woken if it is not the caller.
-    redis.call('lrem', KEYS[3], 0, first)
-    redis.call('zrem', KEYS[4], first)
-    redis.call('zrem', KEYS[5], first)
+    unlist(first)
     redis.call('zrem', KEYS[6], first)
     local more
     first, lapse, more, theirs = first_waiter(KEYS[3], KEYS[4], KEYS[5], KEYS[6], now)
@@ -215,9 +216,7 @@ if first and first ~= ARGV[2] then
         return refuse(math.max(math.min(lapse - now, tonumber(ARGV[6])), 0))
     end
 elseif first then
-    redis.call('lrem', KEYS[3], 0, first)
-    redis.call('zrem', KEYS[4], first)
-    redis.call('zrem', KEYS[5], first)
+    unlist(first)
     redis.call('zadd', KEYS[6], -lapse, first)
 end
 redis.call('hset', KEYS[1], ARGV[2], 1, genf, ARGV[3])

@@ -46,22 +46,21 @@ end
 local t = redis.call('time')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local first, dropped = first_waiter(KEYS[3], KEYS[4], KEYS[5], KEYS[6], now)
-local was_first = first == ARGV[2]
-local removed = 0
 -- A leave sent to a silent node is also queued for the background, so
 -- the node may run it twice, the second time after the same owner queued
 -- again with a later ticket: that place is the later wait's.
 local ending = ARGV[3] or ''
 local theirs = redis.call('zscore', KEYS[5], ARGV[2])
-if ending == '' or not theirs or tonumber(theirs) == tonumber(ending) then
+local ours = ending == '' or not theirs or tonumber(theirs) == tonumber(ending)
+local was_first = ours and first == ARGV[2]
+local removed = 0
+if ours then
     removed = redis.call('lrem', KEYS[3], 0, ARGV[2])
     redis.call('zrem', KEYS[4], ARGV[2])
     redis.call('zrem', KEYS[5], ARGV[2])
     -- Also the receipt of a late grant here (fair_acquire.lua), so that
     -- grant's abort, owed and landing after this, gives no place back.
     redis.call('zrem', KEYS[6], ARGV[2])
-else
-    was_first = false
 end
 if (was_first or dropped) and redis.call('exists', KEYS[1]) == 0 then
     local next = first_waiter(KEYS[3], KEYS[4], KEYS[5], KEYS[6], now)

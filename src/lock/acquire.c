@@ -219,7 +219,6 @@ typedef struct acquire {
     /* Fair locks: the waiter's ticket, once taken (after subscribing, so
      * a release between queueing and listening cannot be missed). */
     int ticketed;
-    int queued;              /* an attempt carried the ticket */
     char ticket[24];
 } acquire;
 
@@ -259,7 +258,6 @@ static int attempt_once(acquire *a)
                                                     : 0,
                           a->ticketed ? a->ticket : NULL, &a->res);
     a->attempt_ns = now_of(a) - before;
-    a->queued = a->queued || a->ticketed;
     if (rc == REDLOCK_OK &&
         !hold_acquired(l, a->owner, a->field, a->lease_ms, a->watchdog, &a->res)) {
         unsigned char every[REDLOCK__MAX_NODES];
@@ -507,11 +505,15 @@ int redlock__acquire_seen(redlock_lock *l, uint64_t owner, int64_t wait_ms, int6
             break;
         /* A fair try without a ticket that a quorum refused brought their
          * candidates: the ticket, without a round of its own. It queues
-         * from the next attempt on, made after subscribing. */
+         * with the next attempt, made at once (after subscribing): a
+         * release wakes only waiters in the queue, so sleeping first would
+         * wait out a third of its place for nothing. */
         if (l->kind == REDLOCK__KIND_FAIR && !a.ticketed &&
             a.res.ticket_answers >= l->quorum) {
             redlock__fmt_u64(a.ticket, sizeof(a.ticket), a.res.ticket_best);
             a.ticketed = 1;
+            if (a.watched || a.c->disable_pubsub)
+                continue;
         }
         if (!a.watched && !a.c->disable_pubsub) {
             /* Subscribe first, then try again at once: a release between
@@ -534,13 +536,10 @@ int redlock__acquire_seen(redlock_lock *l, uint64_t owner, int64_t wait_ms, int6
          * subscribing; without release messages it queues all the same
          * and learns of its turn at its next renewal). */
         if (l->kind == REDLOCK__KIND_FAIR && !a.ticketed && (a.watched || a.c->disable_pubsub) &&
-            redlock__fair_ticket(l, a.lease_ms, a.ticket) == REDLOCK_OK)
+            redlock__fair_ticket(l, a.lease_ms, a.ticket) == REDLOCK_OK) {
             a.ticketed = 1;
-        /* However the ticket came, the waiter queues at once: a release
-         * wakes only waiters in the queue, so sleeping first would wait
-         * out a third of its place for nothing. */
-        if (a.ticketed && !a.queued && (a.watched || a.c->disable_pubsub))
             continue;
+        }
         if (sleep_until_next(&a, rc) == REDLOCK_ECLOSED) {
             rc = REDLOCK_ECLOSED;
             break;

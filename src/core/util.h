@@ -53,6 +53,12 @@ void redlock__fmt_i64(char *buf, size_t cap, int64_t v);
 size_t redlock__fmt_u64(char *buf, size_t cap, uint64_t v);
 /* Zeroes the whole capacity (it may have held a password), then frees. */
 void redlock__buf_wipe(redlock__buf *b);
+/* n zeroed bytes of per-call scratch: the caller's own buffer of size
+ * `room` when they fit (a lock's few members: no allocation on every
+ * call), else the heap; NULL when out of memory. Give it back with
+ * redlock__scratch_free(p, own). */
+void *redlock__scratch(void *own, size_t room, size_t n);
+void redlock__scratch_free(void *p, const void *own);
 static inline size_t redlock__buf_pending(const redlock__buf *b)
 {
     return b->len - b->off;

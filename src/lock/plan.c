@@ -1,11 +1,13 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 #include "lock/plan.h"
 
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "core/error.h"
+#include "core/util.h"
 
 void redlock__plan_free(redlock__plan *p)
 {
@@ -13,8 +15,8 @@ void redlock__plan_free(redlock__plan *p)
 
     for (i = 0; p->owned && i < p->n; i++)
         free(p->owned[i]);
-    free(p->block);
-    memset(p, 0, sizeof(*p));
+    redlock__scratch_free(p->block, p->own);
+    memset(p, 0, offsetof(redlock__plan, own));
 }
 
 /* Every array of a plan in one allocation: a lock cycle makes several
@@ -26,7 +28,8 @@ static int plan_alloc(redlock__plan *p, size_t count)
     size_t calls = c * sizeof(*p->calls), batches = c * sizeof(*p->batches);
     size_t member = c * sizeof(size_t), starts = c * sizeof(size_t);
     size_t argv = c * REDLOCK__MAX_CALL_ARGS * sizeof(char *), owned = c * sizeof(char *);
-    char *b = calloc(1, calls + batches + member + starts + argv + owned);
+    char *b = redlock__scratch(p->own, sizeof(p->own),
+                               calls + batches + member + starts + argv + owned);
 
     _Static_assert(sizeof(redlock__call) % 8 == 0 && sizeof(redlock__batch) % 8 == 0,
                    "plan parts keep their alignment");
@@ -55,7 +58,8 @@ int redlock__plan_build_trailed(redlock__plan *p, const redlock_lock *l,
 {
     size_t m, node, k = 0, count = 0;
 
-    memset(p, 0, sizeof(*p));
+    /* Not the inline block: plan_alloc() clears what it uses of it. */
+    memset(p, 0, offsetof(redlock__plan, own));
     for (m = 0; m < l->n; m++)
         count += !include || include[m];
     /* At most one trailer per member's batch. */

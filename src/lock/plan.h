@@ -17,6 +17,10 @@ typedef struct redlock__plan {
     size_t nb;
     const char **argv;         /* REDLOCK__MAX_CALL_ARGS per call */
     char **owned;              /* per call: a string the plan frees */
+    /* The block itself while it fits (up to five calls): a lock cycle
+     * builds two plans, and a plan lives on its builder's stack. A plan
+     * points into itself, so it must not be copied. */
+    uint64_t own[160];
 } redlock__plan;
 
 /* Builds member m's call with one of the resp/script.h builders into argv

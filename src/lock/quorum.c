@@ -353,6 +353,7 @@ int redlock__attempt(redlock_lock *l, const char *field, int64_t lease_ms, int r
     redlock__fence fence;
     redlock__replica_wait wait;
     char request_id[33];
+    unsigned char answers[3 * 16]; /* answer, may_hold, unacked for up to 16 members */
     int64_t t0, deadline;
     int rc;
 
@@ -371,7 +372,7 @@ int redlock__attempt(redlock_lock *l, const char *field, int64_t lease_ms, int r
     redlock__fmt_i64(a.writer_wait, sizeof(a.writer_wait), wait_left_ms);
     a.ticket = ticket;
     a.rep = redlock__report_begin(l);
-    a.answer = calloc(3 * l->n, 1);
+    a.answer = redlock__scratch(answers, sizeof(answers), 3 * l->n);
     if (!a.answer)
         return redlock__fail(REDLOCK_ENOMEM, "out of memory");
     a.may_hold = a.answer + l->n;
@@ -387,7 +388,7 @@ int redlock__attempt(redlock_lock *l, const char *field, int64_t lease_ms, int r
         deadline += REDLOCK__REPLICA_WAIT_NS(l->replica_timeout_ms);
     }
     if ((rc = send_acquire(l, &a, t0, deadline)) != REDLOCK_OK) {
-        free(a.answer);
+        redlock__scratch_free(a.answer, answers);
         return rc;
     }
     /* A member that refused holds nothing of ours; any other may. */
@@ -408,7 +409,7 @@ int redlock__attempt(redlock_lock *l, const char *field, int64_t lease_ms, int r
                                wait_left_ms != 0 && tally.granted < l->quorum ? ticket : NULL,
                                a.may_hold);
     log_attempt(l, &a, res, rc);
-    free(a.answer);
+    redlock__scratch_free(a.answer, answers);
     return rc;
 }
 

@@ -47,6 +47,12 @@ typedef struct simple_ctx {
     int release_at;             /* > 0: end once this many released */
     int parked;                 /* calls left in flight (release_at) */
     int64_t give_up_ns;         /* for parked calls */
+    uint64_t *tokens;           /* release at quorum: per call (settle_at_quorum) */
+    /* Where a release of a lock with a few members keeps the three arrays
+     * above, instead of allocating them on every release. */
+    unsigned char answered_own[8];
+    redlock__gens_text gens_own[5];
+    uint64_t tokens_own[8];
 } simple_ctx;
 
 /* How a member answered a release, an abort or a fence store. */
@@ -410,26 +416,34 @@ out:
  * in flight, under a token per call, so those are parked in the background
  * queue instead of being sent twice (retry.h).
  */
-static uint64_t *settle_at_quorum(redlock_lock *l, simple_ctx *s, redlock__plan *p)
+static void settle_at_quorum(redlock_lock *l, simple_ctx *s, redlock__plan *p)
 {
-    uint64_t *tokens = calloc(p->n ? p->n : 1, sizeof(*tokens));
     size_t k, b;
 
-    if (!tokens)
-        return NULL; /* waits for every member, as before */
+    s->tokens = redlock__scratch(s->tokens_own, sizeof(s->tokens_own),
+                                 (p->n ? p->n : 1) * sizeof(*s->tokens));
+    if (!s->tokens)
+        return; /* waits for every member, as before */
     for (k = 0; k < p->n; k++)
-        tokens[k] = redlock__retry_token(&l->client->retry);
+        s->tokens[k] = redlock__retry_token(&l->client->retry);
     for (b = 0; b < p->nb; b++) {
         p->batches[b].report_in_flight = 1;
-        p->batches[b].tokens = &tokens[p->batch_start[b]];
+        p->batches[b].tokens = &s->tokens[p->batch_start[b]];
     }
     s->release_at = l->quorum;
-    return tokens;
+}
+
+/* Frees what plan_release() and settle_at_quorum() took for s. */
+static void release_ctx_free(simple_ctx *s)
+{
+    redlock__scratch_free(s->answered, s->answered_own);
+    redlock__scratch_free(s->gens, s->gens_own);
+    redlock__scratch_free(s->tokens, s->tokens_own);
 }
 
 /* Plans a release of field on every member into *s and *p (request_id:
- * 33 bytes of the caller's). On success the caller frees p, s->answered
- * and s->gens. */
+ * 33 bytes of the caller's). On success the caller frees p, and s with
+ * release_ctx_free(). */
 static int plan_release(simple_ctx *s, redlock__plan *p, redlock_lock *l, const char *field,
                         const redlock__gens *gens, int64_t lease_ms, int drop_all,
                         char *request_id, int64_t now)
@@ -444,12 +458,11 @@ static int plan_release(simple_ctx *s, redlock__plan *p, redlock_lock *l, const 
     s->field = field;
     s->request_id = request_id;
     s->drop_all = drop_all ? "1" : "0";
-    s->answered = calloc(l->n, 1);
+    s->answered = redlock__scratch(s->answered_own, sizeof(s->answered_own), l->n);
     if (gens)
-        s->gens = calloc(l->n, sizeof(*s->gens));
+        s->gens = redlock__scratch(s->gens_own, sizeof(s->gens_own), l->n * sizeof(*s->gens));
     if (!s->answered || (gens && !s->gens)) {
-        free(s->answered);
-        free(s->gens);
+        release_ctx_free(s);
         return redlock__fail(REDLOCK_ENOMEM, "out of memory");
     }
     for (m = 0; gens && m < l->n; m++)
@@ -458,8 +471,7 @@ static int plan_release(simple_ctx *s, redlock__plan *p, redlock_lock *l, const 
     rc = redlock__plan_build(p, l, NULL, fill_release, s,
                              now + redlock__node_timeout_ns(c, lease_ms));
     if (rc) {
-        free(s->answered);
-        free(s->gens);
+        release_ctx_free(s);
         return rc;
     }
     s->plan = p;
@@ -475,7 +487,6 @@ int redlock__release_members(redlock_lock *l, const char *field, const redlock__
     redlock__plan p;
     char request_id[33];
     int64_t now = c->tp.ops->now_ns(c->tp.ctx);
-    uint64_t *tokens = NULL;
     size_t deferred;
     int rc;
 
@@ -486,7 +497,7 @@ int redlock__release_members(redlock_lock *l, const char *field, const redlock__
     s.give_up_ns = give_up_ns;
     make_strict(&p);
     if (at_quorum)
-        tokens = settle_at_quorum(l, &s, &p);
+        settle_at_quorum(l, &s, &p);
     redlock__fanout(c, p.batches, leave_silent_to_background(c, &p, s.rep), on_simple_reply, &s);
     deferred = defer_unanswered(l, &p, s.answered, 0, give_up_ns);
     redlock__stat_add(&c->stats.background_releases, deferred);
@@ -495,9 +506,7 @@ int redlock__release_members(redlock_lock *l, const char *field, const redlock__
                  "%d in flight, %zu left to the background",
                  l->members[0].name, s.ok, s.other, s.not_held, s.parked, deferred);
     redlock__plan_free(&p);
-    free(tokens);
-    free(s.answered);
-    free(s.gens);
+    release_ctx_free(&s);
     *released = s.ok;
     *decremented = s.other;
     *not_held = s.not_held;
@@ -525,7 +534,6 @@ int redlock__release_members_after(redlock_lock *l, const char *field,
                  "lock '%.200s' release held back %lld ms, until its validity ends",
                  l->members[0].name, (long long)((not_before_ns - now) / REDLOCK__NS_PER_MS));
     redlock__plan_free(&p);
-    free(s.answered);
-    free(s.gens);
+    release_ctx_free(&s);
     return REDLOCK_OK;
 }

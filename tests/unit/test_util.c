@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
- * The hand-written formatting helpers of the send path (src/core/util.c):
- * they must print exactly what snprintf would, truncation included, and
- * request ids must be hex of the asked length.
+ * The hand-written helpers of the send path (src/core/util.c): numbers
+ * print exactly as snprintf would, truncation included; request ids are
+ * hex of the asked length; per-call scratch is zeroed wherever it lives.
  */
 #include <check.h>
 #include <inttypes.h>
@@ -41,6 +41,15 @@ START_TEST(u64_as_snprintf)
 }
 END_TEST
 
+START_TEST(u64_into_no_room)
+{
+    char buf[4] = "abc";
+
+    ck_assert_uint_eq(redlock__fmt_u64(buf, 0, 42), 0);
+    ck_assert_str_eq(buf, "abc");
+}
+END_TEST
+
 START_TEST(i64_as_snprintf)
 {
     static const int64_t values[] = {0, -1, -9, -10, -99, -100, 5, 99, INT64_MIN, INT64_MAX};
@@ -74,6 +83,30 @@ START_TEST(rand_hex_is_hex_of_the_length)
 }
 END_TEST
 
+/* Zeroed scratch: the caller's buffer when it fits, the heap when not. */
+START_TEST(scratch_inline_or_heap)
+{
+    unsigned char own[16];
+    unsigned char *p;
+    size_t i;
+
+    memset(own, 0xa5, sizeof(own));
+    p = redlock__scratch(own, sizeof(own), 12);
+    ck_assert_ptr_eq(p, own);
+    for (i = 0; i < 12; i++)
+        ck_assert_uint_eq(p[i], 0);
+    ck_assert_uint_eq(own[12], 0xa5); /* only what was asked for */
+    redlock__scratch_free(p, own);
+
+    p = redlock__scratch(own, sizeof(own), sizeof(own) + 1);
+    ck_assert_ptr_nonnull(p);
+    ck_assert_ptr_ne(p, own);
+    for (i = 0; i < sizeof(own) + 1; i++)
+        ck_assert_uint_eq(p[i], 0);
+    redlock__scratch_free(p, own); /* freed: ASan and valgrind see a leak otherwise */
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("util");
@@ -82,6 +115,8 @@ int main(void)
     int failed;
 
     tcase_add_test(tc, u64_as_snprintf);
+    tcase_add_test(tc, u64_into_no_room);
+    tcase_add_test(tc, scratch_inline_or_heap);
     tcase_add_test(tc, i64_as_snprintf);
     tcase_add_test(tc, rand_hex_is_hex_of_the_length);
     suite_add_tcase(s, tc);

@@ -195,8 +195,8 @@ if first == ARGV[2] and (ticket and theirs ~= ticket or not ticket and ARGV[4] =
     -- the first is found again, and woken if it is not the caller.
     unlist(first)
     redis.call('zrem', KEYS[6], first)
-    local more
-    first, lapse, more, theirs = first_waiter(KEYS[3], KEYS[4], KEYS[5], KEYS[6], now)
+    local _
+    first, lapse, _, theirs = first_waiter(KEYS[3], KEYS[4], KEYS[5], KEYS[6], now)
     dropped = true
 end
 if first and first ~= ARGV[2] then

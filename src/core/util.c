@@ -87,18 +87,17 @@ void redlock__hex_encode(const unsigned char *bytes, size_t n, char *hex)
 
 void redlock__rand_hex(char *hex, size_t nbytes)
 {
-    static const char digits[] = "0123456789abcdef";
-    uint64_t bits = 0;
     size_t i;
 
+    hex[0] = '\0';
     /* Eight bytes from each draw: every request id takes ten. */
-    for (i = 0; i < nbytes; i++, bits >>= 8) {
-        if (i % 8 == 0)
-            bits = rng_next();
-        hex[2 * i] = digits[(bits >> 4) & 15];
-        hex[2 * i + 1] = digits[bits & 15];
+    for (i = 0; i < nbytes; i += 8) {
+        uint64_t bits = rng_next();
+        unsigned char bytes[8];
+
+        memcpy(bytes, &bits, sizeof(bytes));
+        redlock__hex_encode(bytes, nbytes - i < 8 ? nbytes - i : 8, hex + 2 * i);
     }
-    hex[2 * nbytes] = '\0';
 }
 
 void redlock__uuid(char out[37])

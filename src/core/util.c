@@ -87,17 +87,18 @@ void redlock__hex_encode(const unsigned char *bytes, size_t n, char *hex)
 
 void redlock__rand_hex(char *hex, size_t nbytes)
 {
-    size_t i;
+    static const char digits[] = "0123456789abcdef";
+    size_t i, n = 2 * nbytes;
 
-    hex[0] = '\0';
-    /* Eight bytes from each draw: every request id takes ten. */
-    for (i = 0; i < nbytes; i += 8) {
+    /* Sixteen digits from each draw: every request id takes twenty. */
+    for (i = 0; i < n; i += 16) {
         uint64_t bits = rng_next();
-        unsigned char bytes[8];
+        size_t j, k = n - i < 16 ? n - i : 16;
 
-        memcpy(bytes, &bits, sizeof(bytes));
-        redlock__hex_encode(bytes, nbytes - i < 8 ? nbytes - i : 8, hex + 2 * i);
+        for (j = 0; j < k; j++, bits >>= 4)
+            hex[i + j] = digits[bits & 15];
     }
+    hex[n] = '\0';
 }
 
 void redlock__uuid(char out[37])

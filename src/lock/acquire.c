@@ -202,7 +202,6 @@ typedef struct acquire {
     int64_t wait_ms, lease_ms;
     int watchdog;            /* the lease is the watchdog's, renewed */
     int64_t start_ns, deadline_ns;
-    redlock__attempt_result res; /* the last attempt's */
     int64_t attempt_ns;      /* how long it took */
     void *watch;             /* release messages, once subscribed */
     int watched;             /* subscribing was tried (once) */
@@ -220,6 +219,7 @@ typedef struct acquire {
      * a release between queueing and listening cannot be missed). */
     int ticketed;
     char ticket[24];
+    redlock__attempt_result res; /* the last attempt's; last (see start) */
 } acquire;
 
 static int64_t now_of(const acquire *a)
@@ -483,7 +483,8 @@ int redlock__acquire_seen(redlock_lock *l, uint64_t owner, int64_t wait_ms, int6
         return redlock__fail(REDLOCK_EINVAL, "lock '%s': a watchdog lease on a loop-driven client "
                              "needs the loop (redlock_loop_attach) first",
                              l->members[0].name);
-    memset(&a, 0, sizeof(a));
+    memset(&a, 0, offsetof(acquire, res));
+    redlock__attempt_result_clear(&a.res);
     a.l = l;
     a.c = l->client;
     a.owner = owner;

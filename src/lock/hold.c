@@ -35,18 +35,13 @@ int redlock__gen_valid(const char *gen)
 
 void redlock__gens_add(redlock__gens *list, const char *gen)
 {
-    unsigned char *id;
-    size_t i;
-
     if (!redlock__gen_valid(gen))
         return;
     if (list->n == REDLOCK__GEN_KEEP) {
         memmove(list->id[0], list->id[1], sizeof(list->id) - sizeof(list->id[0]));
         list->n--;
     }
-    id = list->id[list->n++];
-    for (i = 0; i < REDLOCK__GEN_LEN / 2; i++)
-        id[i] = (unsigned char)(hex_digit(gen[2 * i]) << 4 | hex_digit(gen[2 * i + 1]));
+    memcpy(list->id[list->n++], gen, REDLOCK__GEN_LEN);
 }
 
 void redlock__gens_set(redlock__gens *list, const char *gen)
@@ -60,13 +55,13 @@ void redlock__gens_format(const redlock__gens *list, redlock__gens_text out)
     char *p = out;
     size_t g;
 
-    *p = '\0';
     for (g = 0; g < list->n; g++) {
         if (g)
             *p++ = ',';
-        redlock__hex_encode(list->id[g], REDLOCK__GEN_LEN / 2, p);
+        memcpy(p, list->id[g], REDLOCK__GEN_LEN);
         p += REDLOCK__GEN_LEN;
     }
+    *p = '\0';
 }
 
 static void remember_lost(redlock_lock *l, uint64_t owner)

@@ -7,7 +7,9 @@
 #define REDLOCK_LOCK_INTERNAL_H
 
 #include <pthread.h>
+#include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "redlock/redlock.h"
 #include "transport/conn.h"
@@ -165,12 +167,14 @@ typedef enum redlock__hold_state {
 typedef char redlock__gen[REDLOCK__GEN_LEN + 1];
 /* The generations a hold may have on one member: the grant that made it
  * is not always known (a member that did not answer may have granted
- * afresh, or re-entered). At most REDLOCK__GEN_KEEP, newest last, kept as
- * raw bytes because every held handle carries one list per member;
+ * afresh, or re-entered). At most REDLOCK__GEN_KEEP, newest last;
  * n == 0 is unknown. */
 typedef struct redlock__gens {
     unsigned char n;
-    unsigned char id[REDLOCK__GEN_KEEP][REDLOCK__GEN_LEN / 2];
+    /* The ids as their hex digits, unterminated: a release sends them as
+     * text, and a cycle that parsed and printed them again spent as much
+     * on that as on encoding its request. */
+    char id[REDLOCK__GEN_KEEP][REDLOCK__GEN_LEN];
 } redlock__gens;
 /* The same list as release.lua takes it: comma-separated, "" unknown. */
 typedef char redlock__gens_text[REDLOCK__GEN_KEEP * (REDLOCK__GEN_LEN + 1)];
@@ -265,15 +269,24 @@ typedef struct redlock__attempt_result {
      * acquire script then replaces an older hold of ours, never re-enters
      * it, so a grant here can only carry request_id. */
     int fresh;
-    /* Per member, the generation of the hold it granted or re-entered, as
-     * the member reported it ("" for a hold without one), if it did. */
-    redlock__gen gens[REDLOCK__MAX_NODES];
     unsigned char gen_reported[REDLOCK__MAX_NODES];
     /* A fair try without a ticket: how many members refused it with a
      * ticket candidate, and the largest (a ticket once a quorum did). */
     int ticket_answers;
     unsigned long long ticket_best;
+    /* Per member, the generation of the hold it granted or re-entered, as
+     * the member reported it ("" for a hold without one), if gen_reported
+     * says it did. Last, and only read where reported: a result is
+     * cleared up to here (redlock__attempt_result_clear). */
+    redlock__gen gens[REDLOCK__MAX_NODES];
 } redlock__attempt_result;
+
+/* Clears all but the generations, which are 2 KB that each attempt would
+ * zero for nothing. */
+static inline void redlock__attempt_result_clear(redlock__attempt_result *res)
+{
+    memset(res, 0, offsetof(redlock__attempt_result, gens));
+}
 
 /* client.c */
 /* Builds a client around an existing transport (unit tests pass a fake). */

@@ -193,3 +193,17 @@ char *redlock__latch_key(const redlock__lock_member *m, const char *request_id)
     }
     return key;
 }
+
+const char *redlock__latch_key_in(const redlock__lock_member *m, const char *request_id,
+                                  char *room, size_t cap, char **owned)
+{
+    const char *prefix = redlock__key(m, REDLOCK__KEY_LATCH_PREFIX);
+    size_t plen = strlen(prefix), rlen = strlen(request_id);
+
+    *owned = NULL;
+    if (!room || plen + rlen + 1 > cap)
+        return *owned = redlock__latch_key(m, request_id);
+    memcpy(room, prefix, plen);
+    memcpy(room + plen, request_id, rlen + 1);
+    return room;
+}

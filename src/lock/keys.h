@@ -3,6 +3,7 @@
 #ifndef REDLOCK_LOCK_KEYS_H
 #define REDLOCK_LOCK_KEYS_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 struct redlock__lock_member;
@@ -60,5 +61,11 @@ int redlock__check_name(const char *name);
 /* "<latch prefix><request id>": a request's cancel mark (acquire.lua),
  * unique to that request (malloc'd; NULL when out of memory). */
 char *redlock__latch_key(const struct redlock__lock_member *m, const char *request_id);
+/* The same key in room when it fits in cap bytes (room may be NULL), else
+ * in a new block put in *owned for the caller to free (*owned is NULL
+ * otherwise). NULL when out of memory. A lock cycle builds two of these:
+ * their allocations were the library's last per-cycle own ones. */
+const char *redlock__latch_key_in(const struct redlock__lock_member *m, const char *request_id,
+                                  char *room, size_t cap, char **owned);
 
 #endif

@@ -30,6 +30,11 @@ typedef enum answer {
     ANSWER_FAILED
 } answer;
 
+/* Latch keys kept in the attempt itself: enough for five members with
+ * names of up to about 80 bytes. */
+#define LATCH_ROOMS 5
+#define LATCH_ROOM_BYTES 128
+
 typedef struct acquire_ctx {
     redlock_lock *l;
     const char *field;
@@ -52,6 +57,9 @@ typedef struct acquire_ctx {
      * but not yet acknowledged (counted only when it answers). */
     const redlock__replica_wait *wait;
     unsigned char *unacked;
+    /* The first members' latch keys (redlock__latch_key_in); last, and not
+     * cleared: each is written before it is used. */
+    char latch_room[LATCH_ROOMS][LATCH_ROOM_BYTES];
 } acquire_ctx;
 
 static int fill_acquire(void *ud, size_t m, const char **argv, char **owned,
@@ -60,11 +68,14 @@ static int fill_acquire(void *ud, size_t m, const char **argv, char **owned,
     acquire_ctx *a = ud;
     const redlock__lock_member *mem = &a->l->members[m];
 
-    *owned = redlock__latch_key(mem, a->request_id);
+    const char *latch = redlock__latch_key_in(mem, a->request_id,
+                                              m < LATCH_ROOMS ? a->latch_room[m] : NULL,
+                                              sizeof(a->latch_room[0]), owned);
+
     *out = redlock__script_acquire(
         argv, &(redlock__acquire_args){
                   .name = mem->name,
-                  .mark_key = *owned,
+                  .mark_key = latch,
                   .token_key = a->l->fencing ? redlock__key(mem, REDLOCK__KEY_TOKEN) : NULL,
                   .lease_ms = a->lease,
                   .field = a->field,
@@ -85,7 +96,7 @@ static int fill_acquire(void *ud, size_t m, const char **argv, char **owned,
                   .writer_wait_ms = a->writer_wait[0] ? a->writer_wait : "0",
                   .permits = a->l->permits,
                   .limit = a->l->limit});
-    return *owned ? 0 : -1;
+    return latch ? 0 : -1;
 }
 
 
@@ -357,8 +368,8 @@ int redlock__attempt(redlock_lock *l, const char *field, int64_t lease_ms, int r
     int64_t t0, deadline;
     int rc;
 
-    memset(res, 0, sizeof(*res));
-    memset(&a, 0, sizeof(a));
+    redlock__attempt_result_clear(res);
+    memset(&a, 0, offsetof(acquire_ctx, latch_room));
     redlock__request_id(c, request_id);
     memcpy(res->request_id, request_id, sizeof(res->request_id));
     a.l = l;

@@ -53,7 +53,20 @@ typedef struct simple_ctx {
     unsigned char answered_own[8];
     redlock__gens_text gens_own[5];
     uint64_t tokens_own[8];
+    /* The first members' latch keys (redlock__latch_key_in); last, so a
+     * release need not clear them: each is written before it is used. */
+    char latch_room[5][128];
 } simple_ctx;
+
+/* request id's latch key on member m, in s when it fits. */
+static const char *latch_key(simple_ctx *s, size_t m, char **owned)
+{
+    size_t rooms = sizeof(s->latch_room) / sizeof(s->latch_room[0]);
+
+    return redlock__latch_key_in(&s->l->members[m], s->request_id,
+                                 m < rooms ? s->latch_room[m] : NULL, sizeof(s->latch_room[0]),
+                                 owned);
+}
 
 /* How a member answered a release, an abort or a fence store. */
 typedef enum simple_answer {
@@ -102,20 +115,20 @@ static int fill_abort(void *ud, size_t m, const char **argv, char **owned,
                       redlock__script_call *out)
 {
     simple_ctx *s = ud;
+    const char *latch = latch_key(s, m, owned);
 
-    *owned = redlock__latch_key(&s->l->members[m], s->request_id);
-    *out = build_release(s, m, argv, *owned, 1);
-    return *owned ? 0 : -1;
+    *out = build_release(s, m, argv, latch, 1);
+    return latch ? 0 : -1;
 }
 
 static int fill_release(void *ud, size_t m, const char **argv, char **owned,
                         redlock__script_call *out)
 {
     simple_ctx *s = ud;
+    const char *latch = latch_key(s, m, owned);
 
-    *owned = redlock__latch_key(&s->l->members[m], s->request_id);
-    *out = build_release(s, m, argv, *owned, 0);
-    return *owned ? 0 : -1;
+    *out = build_release(s, m, argv, latch, 0);
+    return latch ? 0 : -1;
 }
 
 static int fill_fence(void *ud, size_t m, const char **argv, char **owned,
@@ -452,7 +465,7 @@ static int plan_release(simple_ctx *s, redlock__plan *p, redlock_lock *l, const 
     size_t m;
     int rc;
 
-    memset(s, 0, sizeof(*s));
+    memset(s, 0, offsetof(simple_ctx, latch_room));
     redlock__request_id(c, request_id);
     s->l = l;
     s->field = field;

@@ -210,69 +210,82 @@ redlock__script_call redlock__script_fenced_set(const char **argv,
     return place(argv, REDLOCK__SCRIPT_FENCED_SET, 1, keys, args);
 }
 
+/* n in decimal at p; returns the digits written. Most are the lengths
+ * of short arguments: one or two digits, without the general loop. */
+static inline size_t put_decimal(char *p, size_t n)
+{
+    if (n < 10) {
+        p[0] = (char)('0' + n);
+        return 1;
+    }
+    if (n < 100) {
+        p[0] = (char)('0' + n / 10);
+        p[1] = (char)('0' + n % 10);
+        return 2;
+    }
+    return redlock__fmt_u64(p, 21, (uint64_t)n);
+}
+
 /* "<prefix><n>\r\n" at p; returns the bytes written. */
-static size_t put_header(char *p, char prefix, size_t n)
+static inline size_t put_header(char *p, char prefix, size_t n)
 {
     size_t k;
 
     p[0] = prefix;
-    k = 1 + redlock__fmt_u64(p + 1, 21, (uint64_t)n);
+    k = 1 + put_decimal(p + 1, n);
     p[k] = '\r';
     p[k + 1] = '\n';
     return k + 2;
 }
 
-static size_t digits(size_t n)
+/* "$<len>\r\n<bytes>\r\n" at p; returns the end. */
+static inline char *put_bulk(char *p, const char *bytes, size_t len)
 {
-    size_t d = 1;
-
-    while (n >= 10) {
-        n /= 10;
-        d++;
-    }
-    return d;
+    p += put_header(p, '$', len);
+    memcpy(p, bytes, len);
+    p += len;
+    *p++ = '\r';
+    *p++ = '\n';
+    return p;
 }
+
+/* The most any header takes: a prefix, 20 digits, CRLF. */
+#define HEADER_MAX 23
 
 int redlock__script_encode(redlock__buf *out, int script, int nkeys, int argc,
                            const char *const *argv, const size_t *argvlen, int fallback)
 {
-    const char *full[REDLOCK__MAX_CALL_ARGS + 3];
-    size_t lens[REDLOCK__MAX_CALL_ARGS + 3];
-    char nk[21], *p;
-    size_t total, i;
-    int n = 0;
+    size_t lens[REDLOCK__MAX_CALL_ARGS], room, i;
+    const redlock__script *s = NULL;
+    char nk[21], *p, *start;
+    size_t nklen = 0;
 
     if (argc < 0 || argc > REDLOCK__MAX_CALL_ARGS || nkeys < 0)
         return -1;
+    /* One pass over the arguments to bound the size, one to write them
+     * straight into the output; the unused rest of the bound is given back. */
+    room = HEADER_MAX;
     if (script >= 0) {
-        const redlock__script *s = &redlock__scripts[script];
-
-        full[n] = fallback ? "EVAL" : "EVALSHA";
-        lens[n++] = fallback ? 4 : 7;
-        full[n] = fallback ? s->body : s->sha1;
-        lens[n++] = fallback ? s->len : 40;
-        full[n] = nk;
-        lens[n++] = redlock__fmt_u64(nk, sizeof(nk), (uint64_t)nkeys);
+        s = &redlock__scripts[script];
+        nklen = redlock__fmt_u64(nk, sizeof(nk), (uint64_t)nkeys);
+        room += 3 * HEADER_MAX + 4 + (fallback ? s->len : 40) + nklen + 6;
     }
     for (i = 0; i < (size_t)argc; i++) {
-        full[n] = argv[i];
-        lens[n++] = argvlen ? argvlen[i] : strlen(argv[i]);
+        lens[i] = argvlen ? argvlen[i] : strlen(argv[i]);
+        room += HEADER_MAX + lens[i] + 2;
     }
-    /* One pass to size it, one to write it, straight into the output. */
-    total = 3 + digits((size_t)n);
-    for (i = 0; i < (size_t)n; i++)
-        total += 3 + digits(lens[i]) + lens[i] + 2;
-    p = redlock__buf_extend(out, total);
+    start = p = redlock__buf_extend(out, room);
     if (!p)
         return -1;
-    p += put_header(p, '*', (size_t)n);
-    for (i = 0; i < (size_t)n; i++) {
-        p += put_header(p, '$', lens[i]);
-        memcpy(p, full[i], lens[i]);
-        p += lens[i];
-        *p++ = '\r';
-        *p++ = '\n';
+    p += put_header(p, '*', (size_t)argc + (s ? 3 : 0));
+    if (s) {
+        p = fallback ? put_bulk(p, "EVAL", 4) : put_bulk(p, "EVALSHA", 7);
+        p = put_bulk(p, fallback ? s->body : s->sha1, fallback ? s->len : 40);
+        p = put_bulk(p, nk, nklen);
     }
+    for (i = 0; i < (size_t)argc; i++)
+        p = put_bulk(p, argv[i], lens[i]);
+    out->len -= room - (size_t)(p - start);
     return 0;
 }
 

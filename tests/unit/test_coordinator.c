@@ -1871,6 +1871,46 @@ START_TEST(lock_names_cannot_reach_companion_keys)
 }
 END_TEST
 
+/* A latch key is built in the caller's room when it fits and on the heap
+ * when not (a long name), and reads the same either way; a lock cycle with
+ * a long name still releases and frees what it built. */
+START_TEST(latch_key_in_room_or_heap)
+{
+    static const char id[] = "0123456789abcdef0123456789abcdef";
+    char long_name[300], room[128], *owned = (char *)1, *want;
+    const char *got;
+    redlock_lock *l = NULL;
+    env e;
+
+    env_open(&e, 1, NULL, NULL);
+    want = redlock__latch_key(&e.l->members[0], id);
+    ck_assert_ptr_nonnull(want);
+    got = redlock__latch_key_in(&e.l->members[0], id, room, sizeof(room), &owned);
+    ck_assert_ptr_eq(got, room);
+    ck_assert_ptr_null(owned);
+    ck_assert_str_eq(got, want);
+    /* One byte short of the key and its terminator: the heap. */
+    got = redlock__latch_key_in(&e.l->members[0], id, room, strlen(want), &owned);
+    ck_assert_ptr_nonnull(owned);
+    ck_assert_ptr_eq(got, owned);
+    ck_assert_str_eq(got, want);
+    free(owned);
+    got = redlock__latch_key_in(&e.l->members[0], id, NULL, 0, &owned);
+    ck_assert_ptr_eq(got, owned);
+    ck_assert_str_eq(got, want);
+    free(owned);
+    free(want);
+
+    memset(long_name, 'n', sizeof(long_name) - 1);
+    long_name[sizeof(long_name) - 1] = '\0';
+    ck_assert_int_eq(redlock_lock_new(e.c, long_name, NULL, &l), REDLOCK_OK);
+    ck_assert_int_eq(redlock_acquire_as(l, OWNER, 0, 10000), REDLOCK_OK);
+    ck_assert_int_eq(redlock_unlock_as(l, OWNER), REDLOCK_OK);
+    redlock_lock_free(l);
+    env_close(&e);
+}
+END_TEST
+
 /* ------------------------------------------------------------------------ */
 /* Nothing left behind. */
 
@@ -2164,6 +2204,7 @@ int main(void)
     add(s, "fencing", fencing_tokens_monotonic_over_many_acquisitions);
     add(s, "fencing", fenced_set_rules);
     add(s, "namespace", lock_names_cannot_reach_companion_keys);
+    add(s, "namespace", latch_key_in_room_or_heap);
     add(s, "delivery", fresh_acquire_replaces_own_leftover);
     add(s, "delivery", background_calls_back_off_on_silent_node);
     add(s, "delivery", flush_sends_owed_calls_now);

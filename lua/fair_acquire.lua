@@ -36,9 +36,10 @@
 -- in Redisson (entries without a timeout too). The lock is granted when it is free and nobody
 -- else is first; the grant takes the caller out of the queue, leaving in
 -- KEYS[6] its lapse L scored -L: the receipt an abort of this grant needs
--- to give the place back (fair_abort.lua). A leave or a release drops the
--- receipt, so an abort that lands after them cannot make a place for a
--- waiter that is gone.
+-- to give the place back (fair_abort.lua), with the member
+-- <field>#<ticket>, also scored -L, naming the wait it is for. A leave of
+-- that wait or a release drops both, so an abort that lands after them
+-- cannot make a place for a waiter that is gone.
 --
 -- Returns as acquire.lua: {token, generation} held; when refused, the
 -- holder's PTTL, or while the lock is free but another waiter is first,
@@ -217,7 +218,14 @@ if first and first ~= ARGV[2] then
     end
 elseif first then
     unlist(first)
-    redis.call('zadd', KEYS[6], -lapse, first)
+    -- The receipt, and beside it (same score, so the sweep in enqueue()
+    -- takes both) which wait it is for: a late leave of the owner's
+    -- earlier wait must not drop it (fair_leave.lua).
+    if ARGV[5] ~= '' then
+        redis.call('zadd', KEYS[6], -lapse, first, -lapse, first .. '#' .. ARGV[5])
+    else
+        redis.call('zadd', KEYS[6], -lapse, first)
+    end
 end
 redis.call('hset', KEYS[1], ARGV[2], 1, genf, ARGV[3])
 redis.call('pexpire', KEYS[1], ARGV[1])

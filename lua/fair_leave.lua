@@ -43,6 +43,22 @@ local function first_waiter(queue, timeouts, tickets, lapses, now)
     end
     return nil, dropped
 end
+-- Drops field's receipt (scored -L, fair_acquire.lua) with its
+-- <field>#<ticket> member of the same score.
+local function drop_receipt(lapses, field, score)
+    for _, m in ipairs(redis.call('zrangebyscore', lapses, score, score)) do
+        if m == field or string.sub(m, 1, #field + 1) == field .. '#' then
+            redis.call('zrem', lapses, m)
+        end
+    end
+end
+-- The ticket of the wait field's receipt is for, or nil if it names none.
+local function receipt_ticket(lapses, field, score)
+    for _, m in ipairs(redis.call('zrangebyscore', lapses, score, score)) do
+        if string.sub(m, 1, #field + 1) == field .. '#' then return string.sub(m, #field + 2) end
+    end
+    return nil
+end
 local t = redis.call('time')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local first, dropped = first_waiter(KEYS[3], KEYS[4], KEYS[5], KEYS[6], now)
@@ -59,8 +75,20 @@ if ours then
     redis.call('zrem', KEYS[4], ARGV[2])
     redis.call('zrem', KEYS[5], ARGV[2])
     -- Also the receipt of a late grant here (fair_acquire.lua), so that
-    -- grant's abort, owed and landing after this, gives no place back.
-    redis.call('zrem', KEYS[6], ARGV[2])
+    -- grant's abort, owed and landing after this, gives no place back;
+    -- but only this wait's. A later wait of the owner may have been
+    -- granted here before this copy of an earlier leave landed: its
+    -- receipt is what gives its place back if that grant is undone. (A
+    -- receipt naming no wait, from an older version, goes.)
+    local lapse = tonumber(redis.call('zscore', KEYS[6], ARGV[2]) or '')
+    if lapse and lapse < 0 then
+        local granted = receipt_ticket(KEYS[6], ARGV[2], lapse)
+        if ending == '' or not granted or tonumber(granted) == tonumber(ending) then
+            drop_receipt(KEYS[6], ARGV[2], lapse)
+        end
+    elseif lapse then
+        redis.call('zrem', KEYS[6], ARGV[2])
+    end
 end
 if (was_first or dropped) and redis.call('exists', KEYS[1]) == 0 then
     local next = first_waiter(KEYS[3], KEYS[4], KEYS[5], KEYS[6], now)

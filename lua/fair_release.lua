@@ -46,6 +46,15 @@ local function first_waiter(queue, timeouts, tickets, lapses, now)
     end
     return nil
 end
+-- Drops field's receipt (scored -L, fair_acquire.lua) with its
+-- <field>#<ticket> member of the same score.
+local function drop_receipt(lapses, field, score)
+    for _, m in ipairs(redis.call('zrangebyscore', lapses, score, score)) do
+        if m == field or string.sub(m, 1, #field + 1) == field .. '#' then
+            redis.call('zrem', lapses, m)
+        end
+    end
+end
 -- Leaves the owner's place and wakes the first waiter once the lock is
 -- free (deleted: the caller has just deleted it).
 local function leave_and_wake(deleted)
@@ -59,7 +68,11 @@ local function leave_and_wake(deleted)
         redis.call('zrem', KEYS[5], ARGV[3])
         redis.call('zrem', KEYS[6], ARGV[3])
     end
-    if lapse then redis.call('zrem', KEYS[7], ARGV[3]) end
+    if lapse and tonumber(lapse) < 0 then
+        drop_receipt(KEYS[7], ARGV[3], lapse)
+    elseif lapse then
+        redis.call('zrem', KEYS[7], ARGV[3])
+    end
     if not deleted and redis.call('exists', KEYS[1]) == 1 then return end
     local t = redis.call('time')
     local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)

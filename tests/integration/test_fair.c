@@ -1523,6 +1523,120 @@ START_TEST(test_entry_without_ticket_not_listed_twice)
 END_TEST
 
 /* ------------------------------------------------------------------------ */
+/* 5k. A late leave of an earlier wait keeps the receipt of the next wait's
+ *     grant. The gone waiter's first wait (ticket 1) queued, its second
+ *     (ticket 5) took that place over, another waiter (ticket 7) queued
+ *     behind, and the second wait was granted here; then the first wait's
+ *     leave lands late (a background copy). When the grant is undone (its
+ *     attempt failed on a quorum and the waiter goes on waiting), the abort
+ *     must give the second wait its place back, ahead of ticket 7. A leave
+ *     of the second wait itself (or of any wait) still drops the receipt,
+ *     so the abort then gives nothing back. Written by EVAL on node 0. */
+
+#define RECEIPT_OTHER "other-client:9"
+#define RECEIPT_GRANT_ID "000000000003abababababababababab"
+
+/* The state above, up to the grant; the caller's test holder is freed by
+ * the caller. */
+static redlock_lock *second_wait_granted(redlock_client *c, probe *p, char *name, size_t cap,
+                                         const char *tag)
+{
+    redlock_lock *holder = held_with_earlier_place(c, p, name, cap, tag,
+                                                   "000000000001abababababababababab");
+
+    ck_assert_int_gt(gone_acquire_with(p, "000000000002abababababababababab", "5"), 0);
+    queue_by_hand(p, RECEIPT_OTHER, "7", 30000);
+    unlock_ok(holder, HOLDER);
+    ck_assert_int_eq(gone_acquire_with(p, RECEIPT_GRANT_ID, "5"), 0);
+    ck_assert_int_eq(ask_int(p, 0, "HEXISTS %s %s", name, GONE_FIELD), 1);
+    ck_assert_int_eq(ask_int(p, 0, "LLEN %s", p->queue, NULL), 1);
+    return holder;
+}
+
+static long long gone_leaves(probe *p, const char *ticket)
+{
+    const char *argv[] = {p->name,    p->channel, p->queue, p->timeouts, p->tickets,
+                          p->lapses,  "0",        GONE_FIELD, ticket};
+
+    return gone_says("fair_leave.lua", 6, 9, argv);
+}
+
+/* The abort of the grant, by a waiter that goes on waiting (ticket 5). */
+static long long gone_grant_aborted(probe *p)
+{
+    char latch[192];
+    const char *argv[] = {p->name,     p->channel, latch,   p->queue,   p->timeouts, p->tickets,
+                          p->lapses,   "0",        "10000", GONE_FIELD, "5"};
+
+    snprintf(latch, sizeof(latch), "redlock_latch:{%s}:%s", p->name, RECEIPT_GRANT_ID);
+    return gone_says("fair_abort.lua", 7, 11, argv);
+}
+
+/* Both waiters leave; nothing of the lock is left, receipts included. */
+static void receipt_cleanup(redlock_client *c, redlock_lock *holder, probe *p)
+{
+    const char *other[] = {p->name,   p->channel, p->queue, p->timeouts, p->tickets,
+                           p->lapses, "0",        RECEIPT_OTHER, "7"};
+
+    gone_leaves(p, "");
+    gone_says("fair_leave.lua", 6, 9, other);
+    freeReplyObject(ask(p, 0, "HDEL %s %s", p->name, GONE_FIELD));
+    ck_assert_int_ge(wait_all_empty(p, 3000), 0);
+    ck_assert_int_eq(ask_int(p, 0, "EXISTS %s", p->lapses, NULL), 0);
+    redlock_lock_free(holder);
+    redlock_client_free(c);
+    probe_close(p);
+}
+
+START_TEST(test_late_leave_keeps_next_receipt)
+{
+    redlock_client *c = client_over(1);
+    char name[64];
+    redisReply *r;
+    probe p;
+    redlock_lock *holder = second_wait_granted(c, &p, name, sizeof(name), "receiptkept");
+
+    ck_assert_int_eq(gone_leaves(&p, GONE_TICKET), 0);
+    ck_assert_int_eq(gone_grant_aborted(&p), 1);
+    ck_assert_int_eq(ask_int(&p, 0, "HEXISTS %s %s", name, GONE_FIELD), 0);
+    r = ask(&p, 0, "ZSCORE %s %s", p.tickets, GONE_FIELD);
+    ck_assert_msg(r->type == REDIS_REPLY_STRING && strcmp(r->str, "5") == 0,
+                  "the undone grant's waiter has no place back (ticket %s): the late leave of "
+                  "its earlier wait dropped the grant's receipt",
+                  r->str ? r->str : "(none)");
+    freeReplyObject(r);
+    r = ask(&p, 0, "LINDEX %s %s", p.queue, "0");
+    ck_assert_msg(r->type == REDIS_REPLY_STRING && strcmp(r->str, GONE_FIELD) == 0,
+                  "the undone grant's waiter is not first again");
+    freeReplyObject(r);
+    receipt_cleanup(c, holder, &p);
+}
+END_TEST
+
+/* The converse: the second wait's own leave, or one naming no wait. */
+static void own_leave_drops_receipt(const char *ticket, const char *tag)
+{
+    redlock_client *c = client_over(1);
+    char name[64];
+    probe p;
+    redlock_lock *holder = second_wait_granted(c, &p, name, sizeof(name), tag);
+
+    gone_leaves(&p, ticket);
+    ck_assert_int_eq(gone_grant_aborted(&p), 1);
+    ck_assert_msg(no_trace(&p, 0, GONE_FIELD),
+                  "an abort after the waiter's own leave (ticket '%s') gave it a place", ticket);
+    ck_assert_int_eq(ask_int(&p, 0, "ZSCORE %s %s", p.lapses, GONE_FIELD), -1);
+    receipt_cleanup(c, holder, &p);
+}
+
+START_TEST(test_own_leave_drops_receipt)
+{
+    own_leave_drops_receipt("5", "receiptown");
+    own_leave_drops_receipt("", "receiptany");
+}
+END_TEST
+
+/* ------------------------------------------------------------------------ */
 /* 5i. A waiter whose quorum of grants always comes back too late does not
  *     keep the head of the queue. The late waiter is a child process over
  *     two nodes (quorum 2) with a 1 s lease and drift factor 0.4, so a
@@ -1731,6 +1845,8 @@ int main(void)
     RIG_ADD_CASE(s, test_late_abort_after_leave_no_ghost, 60);
     RIG_ADD_CASE(s, test_late_leave_keeps_next_place, 60);
     RIG_ADD_CASE(s, test_next_wait_replaces_earlier_place, 60);
+    RIG_ADD_CASE(s, test_late_leave_keeps_next_receipt, 60);
+    RIG_ADD_CASE(s, test_own_leave_drops_receipt, 60);
     RIG_ADD_CASE(s, test_earlier_place_does_not_grant_next_wait, 60);
     RIG_ADD_CASE(s, test_earlier_place_does_not_grant_fresh_try, 60);
     RIG_ADD_CASE(s, test_entry_without_ticket_not_listed_twice, 60);

@@ -48,14 +48,13 @@ local function first_waiter(queue, timeouts, tickets, lapses, now)
     end
     return nil
 end
--- Drops field's receipt (scored -L, fair_acquire.lua) with its
--- <field>#<ticket> member of the same score.
-local function drop_receipt(lapses, field, score)
-    for _, m in ipairs(redis.call('zrangebyscore', lapses, score, score)) do
-        if m == field or string.sub(m, 1, #field + 1) == field .. '#' then
-            redis.call('zrem', lapses, m)
-        end
-    end
+-- Drops the holder's receipt (scored -L, fair_acquire.lua) with its
+-- <field>#<ticket> member of the same score, in one call: whatever else
+-- has exactly that score is another owner's receipt, and while this
+-- owner holds the lock here that receipt's grant is gone (expired or
+-- undone), so no abort can use it any more.
+local function drop_receipt(lapses, score)
+    redis.call('zremrangebyscore', lapses, score, score)
 end
 if not redis.call('set', KEYS[3], 'x', 'nx', 'px', ARGV[2]) then return 0 end
 local genf = ARGV[3] .. ':gen'
@@ -77,7 +76,7 @@ redis.call('del', KEYS[1])
 local t = redis.call('time')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local receipt = tonumber(redis.call('zscore', KEYS[7], ARGV[3]) or '')
-if receipt and receipt < 0 then drop_receipt(KEYS[7], ARGV[3], receipt) end
+if receipt and receipt < 0 then drop_receipt(KEYS[7], receipt) end
 if ARGV[4] ~= '' and receipt and -receipt > now then
     -- Back in ticket order (fair_acquire.lua's enqueue): after the last
     -- entry that is a Redisson waiter's or has a smaller (ticket, field).

@@ -43,15 +43,6 @@ local function first_waiter(queue, timeouts, tickets, lapses, now)
     end
     return nil, dropped
 end
--- Drops field's receipt (scored -L, fair_acquire.lua) with its
--- <field>#<ticket> member of the same score.
-local function drop_receipt(lapses, field, score)
-    for _, m in ipairs(redis.call('zrangebyscore', lapses, score, score)) do
-        if m == field or string.sub(m, 1, #field + 1) == field .. '#' then
-            redis.call('zrem', lapses, m)
-        end
-    end
-end
 -- The ticket of the wait field's receipt is for, or nil if it names none.
 local function receipt_ticket(lapses, field, score)
     for _, m in ipairs(redis.call('zrangebyscore', lapses, score, score)) do
@@ -84,7 +75,7 @@ if ours then
     if lapse and lapse < 0 then
         local granted = receipt_ticket(KEYS[6], ARGV[2], lapse)
         if ending == '' or not granted or tonumber(granted) == tonumber(ending) then
-            drop_receipt(KEYS[6], ARGV[2], lapse)
+            redis.call('zrem', KEYS[6], ARGV[2], ARGV[2] .. '#' .. (granted or ''))
         end
     elseif lapse then
         redis.call('zrem', KEYS[6], ARGV[2])

@@ -46,12 +46,19 @@ local function first_waiter(queue, timeouts, tickets, lapses, now)
     end
     return nil
 end
--- Drops field's receipt (scored -L, fair_acquire.lua) with its
--- <field>#<ticket> member of the same score.
-local function drop_receipt(lapses, field, score)
-    for _, m in ipairs(redis.call('zrangebyscore', lapses, score, score)) do
-        if m == field or string.sub(m, 1, #field + 1) == field .. '#' then
-            redis.call('zrem', lapses, m)
+-- Drops the owner's receipt (scored -L, fair_acquire.lua) with its
+-- <field>#<ticket> member of the same score. After a release (held) in
+-- one call: whatever else has exactly that score is another owner's
+-- receipt, and while this owner held the lock here that receipt's grant
+-- was gone (expired or undone), so no abort can use it any more.
+local function drop_receipt(score, held)
+    if held then
+        redis.call('zremrangebyscore', KEYS[7], score, score)
+        return
+    end
+    for _, m in ipairs(redis.call('zrangebyscore', KEYS[7], score, score)) do
+        if m == ARGV[3] or string.sub(m, 1, #ARGV[3] + 1) == ARGV[3] .. '#' then
+            redis.call('zrem', KEYS[7], m)
         end
     end
 end
@@ -69,7 +76,7 @@ local function leave_and_wake(deleted)
         redis.call('zrem', KEYS[6], ARGV[3])
     end
     if lapse and tonumber(lapse) < 0 then
-        drop_receipt(KEYS[7], ARGV[3], lapse)
+        drop_receipt(lapse, deleted)
     elseif lapse then
         redis.call('zrem', KEYS[7], ARGV[3])
     end

@@ -36,8 +36,9 @@
 -- in Redisson (entries without a timeout too). The lock is granted when it is free and nobody
 -- else is first; the grant takes the caller out of the queue, leaving in
 -- KEYS[6] its lapse L scored -L: the receipt an abort of this grant needs
--- to give the place back (fair_abort.lua), with the member
--- <field>#<ticket>, also scored -L, naming the wait it is for. A leave of
+-- to give the place back (fair_abort.lua), with (for a waiter with a
+-- ticket) the member <field>#<ticket>, also scored -L, naming the wait it
+-- is for. A leave of
 -- that wait or a release drops both, so an abort that lands after them
 -- cannot make a place for a waiter that is gone.
 --
@@ -112,6 +113,17 @@ local function enqueue()
         redis.call('zadd', KEYS[6], lapse, ARGV[2])
         redis.call('zadd', KEYS[4], lapse + 600000, ARGV[2])
         return
+    end
+    -- A new place replaces a receipt of this field (a grant here whose
+    -- release never came): its ticket member goes with it, or nothing
+    -- would drop that member but a sweep after some later enqueue.
+    local receipt = tonumber(redis.call('zscore', KEYS[6], ARGV[2]) or '')
+    if receipt and receipt < 0 then
+        for _, m in ipairs(redis.call('zrangebyscore', KEYS[6], receipt, receipt)) do
+            if string.sub(m, 1, #ARGV[2] + 1) == ARGV[2] .. '#' then
+                redis.call('zrem', KEYS[6], m)
+            end
+        end
     end
     -- From the tail, pass the waiters whose (ticket, field) is after ours;
     -- an entry without a ticket (a Redisson waiter) stays ahead.

@@ -219,7 +219,7 @@ typedef struct acquire {
      * a release between queueing and listening cannot be missed). */
     int ticketed;
     char ticket[24];
-    redlock__attempt_result res; /* the last attempt's; last (see start) */
+    redlock__attempt_result res; /* the last attempt's; last: not cleared whole */
 } acquire;
 
 static int64_t now_of(const acquire *a)

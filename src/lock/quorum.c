@@ -30,11 +30,6 @@ typedef enum answer {
     ANSWER_FAILED
 } answer;
 
-/* Latch keys kept in the attempt itself: enough for five members with
- * names of up to about 80 bytes. */
-#define LATCH_ROOMS 5
-#define LATCH_ROOM_BYTES 128
-
 typedef struct acquire_ctx {
     redlock_lock *l;
     const char *field;
@@ -59,7 +54,7 @@ typedef struct acquire_ctx {
     unsigned char *unacked;
     /* The first members' latch keys (redlock__latch_key_in); last, and not
      * cleared: each is written before it is used. */
-    char latch_room[LATCH_ROOMS][LATCH_ROOM_BYTES];
+    char latch_room[REDLOCK__LATCH_ROOMS][REDLOCK__LATCH_ROOM_BYTES];
 } acquire_ctx;
 
 static int fill_acquire(void *ud, size_t m, const char **argv, char **owned,
@@ -69,7 +64,7 @@ static int fill_acquire(void *ud, size_t m, const char **argv, char **owned,
     const redlock__lock_member *mem = &a->l->members[m];
 
     const char *latch = redlock__latch_key_in(mem, a->request_id,
-                                              m < LATCH_ROOMS ? a->latch_room[m] : NULL,
+                                              m < REDLOCK__LATCH_ROOMS ? a->latch_room[m] : NULL,
                                               sizeof(a->latch_room[0]), owned);
 
     *out = redlock__script_acquire(

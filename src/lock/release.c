@@ -55,7 +55,7 @@ typedef struct simple_ctx {
     uint64_t tokens_own[8];
     /* The first members' latch keys (redlock__latch_key_in); last, so a
      * release need not clear them: each is written before it is used. */
-    char latch_room[5][128];
+    char latch_room[REDLOCK__LATCH_ROOMS][REDLOCK__LATCH_ROOM_BYTES];
 } simple_ctx;
 
 /* request id's latch key on member m, in s when it fits. */

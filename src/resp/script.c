@@ -268,7 +268,7 @@ int redlock__script_encode(redlock__buf *out, int script, int nkeys, int argc,
     if (script >= 0) {
         s = &redlock__scripts[script];
         nklen = redlock__fmt_u64(nk, sizeof(nk), (uint64_t)nkeys);
-        room += 3 * HEADER_MAX + 4 + (fallback ? s->len : 40) + nklen + 6;
+        room += 3 * HEADER_MAX + (fallback ? 4 + s->len : 7 + 40) + nklen + 6;
     }
     for (i = 0; i < (size_t)argc; i++) {
         lens[i] = argvlen ? argvlen[i] : strlen(argv[i]);

@@ -61,14 +61,14 @@ int redlock__check_name(const char *name);
 /* "<latch prefix><request id>": a request's cancel mark (acquire.lua),
  * unique to that request (malloc'd; NULL when out of memory). */
 char *redlock__latch_key(const struct redlock__lock_member *m, const char *request_id);
-/* The same key in room when it fits in cap bytes (room may be NULL), else
- * in a new block put in *owned for the caller to free (*owned is NULL
- * otherwise). NULL when out of memory. A lock cycle builds two of these:
- * their allocations were the library's last per-cycle own ones. */
 /* Room for the latch keys of a lock's first members in a call's own
  * context: five members, names of up to about 80 bytes. */
 #define REDLOCK__LATCH_ROOMS 5
 #define REDLOCK__LATCH_ROOM_BYTES 128
+/* The same key in room when it fits in cap bytes (room may be NULL), else
+ * in a new block put in *owned for the caller to free (*owned is NULL
+ * otherwise). NULL when out of memory. A lock cycle builds two of these:
+ * their allocations were the library's last per-cycle own ones. */
 const char *redlock__latch_key_in(const struct redlock__lock_member *m, const char *request_id,
                                   char *room, size_t cap, char **owned);
 

@@ -62,7 +62,6 @@ static int fill_acquire(void *ud, size_t m, const char **argv, char **owned,
 {
     acquire_ctx *a = ud;
     const redlock__lock_member *mem = &a->l->members[m];
-
     const char *latch = redlock__latch_key_in(mem, a->request_id,
                                               m < REDLOCK__LATCH_ROOMS ? a->latch_room[m] : NULL,
                                               sizeof(a->latch_room[0]), owned);

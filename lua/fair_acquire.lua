@@ -38,9 +38,8 @@
 -- KEYS[6] its lapse L scored -L: the receipt an abort of this grant needs
 -- to give the place back (fair_abort.lua), with (for a waiter with a
 -- ticket) the member <field>#<ticket>, also scored -L, naming the wait it
--- is for. A leave of
--- that wait or a release drops both, so an abort that lands after them
--- cannot make a place for a waiter that is gone.
+-- is for. A leave of that wait or a release drops both, so an abort that
+-- lands after them cannot make a place for a waiter that is gone.
 --
 -- Returns as acquire.lua: {token, generation} held; when refused, the
 -- holder's PTTL, or while the lock is free but another waiter is first,

@@ -182,16 +182,9 @@ int redlock__check_name(const char *name)
 
 char *redlock__latch_key(const redlock__lock_member *m, const char *request_id)
 {
-    const char *prefix = redlock__key(m, REDLOCK__KEY_LATCH_PREFIX);
-    size_t plen = strlen(prefix), rlen = strlen(request_id);
-    char *key = malloc(plen + rlen + 1);
+    char *owned;
 
-    /* Built on every acquire and release: copied, not printf'd. */
-    if (key) {
-        memcpy(key, prefix, plen);
-        memcpy(key + plen, request_id, rlen + 1);
-    }
-    return key;
+    return redlock__latch_key_in(m, request_id, NULL, 0, &owned) ? owned : NULL;
 }
 
 const char *redlock__latch_key_in(const redlock__lock_member *m, const char *request_id,
@@ -199,11 +192,15 @@ const char *redlock__latch_key_in(const redlock__lock_member *m, const char *req
 {
     const char *prefix = redlock__key(m, REDLOCK__KEY_LATCH_PREFIX);
     size_t plen = strlen(prefix), rlen = strlen(request_id);
+    char *key = room;
 
+    /* Built on every acquire and release: copied, not printf'd. */
     *owned = NULL;
-    if (!room || plen + rlen + 1 > cap)
-        return *owned = redlock__latch_key(m, request_id);
-    memcpy(room, prefix, plen);
-    memcpy(room + plen, request_id, rlen + 1);
-    return room;
+    if (!room || plen + rlen + 1 > cap) {
+        if (!(key = *owned = malloc(plen + rlen + 1)))
+            return NULL;
+    }
+    memcpy(key, prefix, plen);
+    memcpy(key + plen, request_id, rlen + 1);
+    return key;
 }

@@ -61,11 +61,9 @@ typedef struct simple_ctx {
 /* request id's latch key on member m, in s when it fits. */
 static const char *latch_key(simple_ctx *s, size_t m, char **owned)
 {
-    size_t rooms = sizeof(s->latch_room) / sizeof(s->latch_room[0]);
-
     return redlock__latch_key_in(&s->l->members[m], s->request_id,
-                                 m < rooms ? s->latch_room[m] : NULL, sizeof(s->latch_room[0]),
-                                 owned);
+                                 m < REDLOCK__LATCH_ROOMS ? s->latch_room[m] : NULL,
+                                 sizeof(s->latch_room[0]), owned);
 }
 
 /* How a member answered a release, an abort or a fence store. */

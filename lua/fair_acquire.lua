@@ -69,32 +69,7 @@ local function unlist(field)
     redis.call('zrem', KEYS[4], field)
     redis.call('zrem', KEYS[5], field)
 end
--- The first waiter whose place has not lapsed, dropping lapsed ones (the
--- third result says some were; the fourth is its ticket, nil for a
--- Redisson waiter).
-local function first_waiter(queue, timeouts, tickets, lapses, now)
-    local dropped = false
-    for _ = 1, 100 do
-        -- The list's head unless it holds a ticket (is ours) and is not
-        -- the least one: the list is kept in ticket order, so it usually
-        -- is, and its ticket need not be looked up.
-        local first = redis.call('lindex', queue, 0)
-        local least = redis.call('zrange', tickets, 0, 0, 'withscores')
-        if not first or first == least[1] or redis.call('zscore', tickets, first) then
-            first = least[1] or first
-        end
-        if not first then return nil end
-        -- Ours lapse by our own clock; a Redisson waiter's by its timeout.
-        local lapse = redis.call('zscore', lapses, first) or redis.call('zscore', timeouts, first)
-        if lapse and tonumber(lapse) > now then
-            return first, tonumber(lapse), dropped, first == least[1] and tonumber(least[2]) or nil
-        end
-        unlist(first)
-        redis.call('zrem', lapses, first)
-        dropped = true
-    end
-    return nil
-end
+--@include lib/fair_queue.lua
 local function enqueue()
     if ARGV[5] == '' then return end
     local lapse = now + tonumber(ARGV[6])

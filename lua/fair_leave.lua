@@ -18,31 +18,7 @@
 --
 -- Returns 1 when the waiter was queued here, 0 when it was not (a replay,
 -- or it never got here, or the place is a later wait's).
--- The first waiter whose place has not lapsed, dropping lapsed ones (as
--- fair_acquire.lua decides it; the second result says some were).
-local function first_waiter(queue, timeouts, tickets, lapses, now)
-    local dropped = false
-    for _ = 1, 100 do
-        -- The list's head unless it holds a ticket (is ours) and is not
-        -- the least one: the list is kept in ticket order, so it usually
-        -- is, and its ticket need not be looked up.
-        local first = redis.call('lindex', queue, 0)
-        local least = redis.call('zrange', tickets, 0, 0)[1]
-        if not first or first == least or redis.call('zscore', tickets, first) then
-            first = least or first
-        end
-        if not first then return nil, dropped end
-        -- Ours lapse by our own clock; a Redisson waiter's by its timeout.
-        local lapse = redis.call('zscore', lapses, first) or redis.call('zscore', timeouts, first)
-        if lapse and tonumber(lapse) > now then return first, dropped end
-        redis.call('lrem', queue, 0, first)
-        redis.call('zrem', timeouts, first)
-        redis.call('zrem', tickets, first)
-        redis.call('zrem', lapses, first)
-        dropped = true
-    end
-    return nil, dropped
-end
+--@include lib/fair_queue.lua
 -- The ticket of the wait field's receipt is for, or nil if it names none.
 local function receipt_ticket(lapses, field, score)
     for _, m in ipairs(redis.call('zrangebyscore', lapses, score, score)) do
@@ -52,7 +28,7 @@ local function receipt_ticket(lapses, field, score)
 end
 local t = redis.call('time')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-local first, dropped = first_waiter(KEYS[3], KEYS[4], KEYS[5], KEYS[6], now)
+local first, _, dropped = first_waiter(KEYS[3], KEYS[4], KEYS[5], KEYS[6], now)
 -- A leave sent to a silent node is also queued for the background, so
 -- the node may run it twice, the second time after the same owner queued
 -- again with a later ticket: that place is the later wait's.

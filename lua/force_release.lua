@@ -17,25 +17,7 @@
 -- as a fair release does: fair waiters listen nowhere else, and whoever
 -- forces the lock (`redlock unlock --force` uses a plain handle) may not
 -- know its kind.
--- The first waiter whose place has not lapsed, dropping lapsed ones (as
--- fair_acquire.lua decides it).
-local function first_waiter(queue, timeouts, tickets, lapses, now)
-    for _ = 1, 100 do
-        local first = redis.call('lindex', queue, 0)
-        local least = redis.call('zrange', tickets, 0, 0)[1]
-        if not first or first == least or redis.call('zscore', tickets, first) then
-            first = least or first
-        end
-        if not first then return nil end
-        local lapse = redis.call('zscore', lapses, first) or redis.call('zscore', timeouts, first)
-        if lapse and tonumber(lapse) > now then return first end
-        redis.call('lrem', queue, 0, first)
-        redis.call('zrem', timeouts, first)
-        redis.call('zrem', tickets, first)
-        redis.call('zrem', lapses, first)
-    end
-    return nil
-end
+--@include lib/fair_queue.lua
 if redis.call('del', KEYS[1]) == 0 then return 0 end
 redis.call('publish', KEYS[2], ARGV[1])
 if #KEYS < 6 then return 1 end

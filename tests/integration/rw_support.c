@@ -3,6 +3,7 @@
  * does is in rw_support.h. */
 #include "rw_support.h"
 #include "rig_env.h"
+#include "resp/scripts.h"
 
 #include <check.h>
 #include <stdarg.h>
@@ -222,36 +223,29 @@ redisContext *node_conn(size_t i)
 
 redisReply *eval_file(size_t i, const char *file, int nkeys, int argc, const char *const *argv)
 {
-    char path[512], nk[16];
+    char nk[16];
     const char *args[2 + 3 + 32];
-    redisContext *ctx = node_conn(i);
+    const redlock__script *script = NULL;
+    size_t name_len = strcspn(file, ".");
+    redisContext *ctx;
     redisReply *r;
-    char *body;
-    long size;
-    FILE *f;
     int k;
 
     ck_assert_int_le(argc, 32);
-    snprintf(path, sizeof(path), "%s/%s", LUA_DIR, file);
-    f = fopen(path, "rb");
-    ck_assert_msg(f != NULL, "cannot open %s", path);
-    ck_assert_int_eq(fseek(f, 0, SEEK_END), 0);
-    size = ftell(f);
-    rewind(f);
-    body = malloc((size_t)size + 1);
-    ck_assert_ptr_nonnull(body);
-    ck_assert_uint_eq(fread(body, 1, (size_t)size, f), (size_t)size);
-    body[size] = '\0';
-    fclose(f);
+    for (k = 0; k < REDLOCK__SCRIPT_COUNT; k++)
+        if (strlen(redlock__scripts[k].name) == name_len &&
+            strncmp(redlock__scripts[k].name, file, name_len) == 0)
+            script = &redlock__scripts[k];
+    ck_assert_msg(script != NULL, "no script %s in the library", file);
+    ctx = node_conn(i);
     snprintf(nk, sizeof(nk), "%d", nkeys);
     args[0] = "EVAL";
-    args[1] = body;
+    args[1] = script->body;
     args[2] = nk;
     for (k = 0; k < argc; k++)
         args[3 + k] = argv[k];
     r = redisCommandArgv(ctx, 3 + argc, args, NULL);
     ck_assert_msg(r != NULL, "EVAL %s on node %zu: %s", file, i, ctx->errstr);
-    free(body);
     redisFree(ctx);
     return r;
 }

@@ -106,7 +106,7 @@ const char *cli(size_t node, const char *fmt, ...) __attribute__((format(printf,
 /* A hiredis connection of its own to plain node i. */
 redisContext *node_conn(size_t i);
 
-/* Runs lua/<file> (as the library embeds it) by EVAL on plain node i with
+/* Runs lua/<file> as the library embeds it (includes expanded) by EVAL on plain node i with
  * nkeys keys then the other arguments of argv (argc in all); returns the
  * reply, which the caller frees with freeReplyObject(). */
 redisReply *eval_file(size_t i, const char *file, int nkeys, int argc, const char *const *argv);

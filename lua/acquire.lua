@@ -77,19 +77,18 @@ if redis.call('exists', KEYS[1], KEYS[2], writer_mark) > 0 then
         return left
     end
     if h[1] then
+--@include lib/gens.lua
         local v = h[2] or ''
-        local gen = string.match(v, '^[^,]*')
+        local gen = gen_of(v)
         if gen == ARGV[3] then
             -- A replay of the fresh grant that made this hold.
             if #KEYS < 3 then return gen end
             return {tonumber(redis.call('get', KEYS[3]) or '0'), gen}
         end
         local seq = string.sub(ARGV[3], 1, 12)
-        if string.find(v .. ',', ',' .. seq .. ',', 1, true) then return gen end
+        if gen_applied(v, seq) then return gen end
         if ARGV[4] ~= '1' then
-            local rest = string.sub(v, #gen + 1) .. ',' .. seq
-            if #rest > 52 then rest = string.sub(rest, -52) end
-            redis.call('hset', KEYS[1], ARGV[2], tonumber(h[1]) + 1, genf, gen .. rest)
+            redis.call('hset', KEYS[1], ARGV[2], tonumber(h[1]) + 1, genf, gen_apply(v, gen, seq))
             redis.call('pexpire', KEYS[1], ARGV[1])
             return gen
         end
@@ -98,7 +97,7 @@ if redis.call('exists', KEYS[1], KEYS[2], writer_mark) > 0 then
         -- abort or release has not arrived yet: replace it (new token, count 1),
         -- or the new hold would get no token and could never be released. A
         -- newer one means this request is the late copy: it must not grant.
-        if #gen == 32 and tonumber(string.sub(gen, 1, 12), 16) > tonumber(seq, 16) then
+        if gen_newer_than(gen, seq) then
             redis.call('set', KEYS[2], 'x', 'px', ARGV[1])
             return -3
         end

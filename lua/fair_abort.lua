@@ -40,8 +40,9 @@ local h = redis.call('hmget', KEYS[1], ARGV[3], genf)
 if not h[1] then return 0 end
 local id = string.sub(KEYS[3], -32)
 local v = h[2] or ''
-local gen = string.match(v, '^[^,]*')
-if gen ~= id and not string.find(v .. ',', ',' .. string.sub(id, 1, 12) .. ',', 1, true) then
+--@include lib/gens.lua
+local gen = gen_of(v)
+if gen ~= id and not gen_applied(v, string.sub(id, 1, 12)) then
     return 0
 end
 local count = tonumber(h[1])

@@ -141,23 +141,22 @@ if present then
         enqueue()
         return refuse(redis.call('pttl', KEYS[1]))
     end
+--@include lib/gens.lua
     local v = h[2] or ''
-    local gen = string.match(v, '^[^,]*')
+    local gen = gen_of(v)
     if gen == ARGV[3] then
         local tok = 0
         if #KEYS >= 7 then tok = tonumber(redis.call('get', KEYS[7]) or '0') end
         return {tok, gen}
     end
     local seq = string.sub(ARGV[3], 1, 12)
-    if string.find(v .. ',', ',' .. seq .. ',', 1, true) then return {0, gen} end
+    if gen_applied(v, seq) then return {0, gen} end
     if ARGV[4] ~= '1' then
-        local rest = string.sub(v, #gen + 1) .. ',' .. seq
-        if #rest > 52 then rest = string.sub(rest, -52) end
-        redis.call('hset', KEYS[1], ARGV[2], tonumber(h[1]) + 1, genf, gen .. rest)
+        redis.call('hset', KEYS[1], ARGV[2], tonumber(h[1]) + 1, genf, gen_apply(v, gen, seq))
         redis.call('pexpire', KEYS[1], ARGV[1])
         return {0, gen}
     end
-    if #gen == 32 and tonumber(string.sub(gen, 1, 12), 16) > tonumber(seq, 16) then
+    if gen_newer_than(gen, seq) then
         redis.call('set', KEYS[2], 'x', 'px', ARGV[1])
         return -3
     end

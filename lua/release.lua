@@ -46,18 +46,17 @@ if h[1] == '1' and #v <= 32 and (v == ARGV[5] or ARGV[5] == '') then
     redis.call('publish', KEYS[2], ARGV[1])
     return 1
 end
-local gen = string.match(v, '^[^,]*')
+--@include lib/gens.lua
+local gen = gen_of(v)
 if gen ~= '' and ARGV[5] ~= '' and
         not string.find(',' .. ARGV[5] .. ',', ',' .. gen .. ',', 1, true) then
     return nil
 end
 local seq = string.sub(KEYS[3], -32, -21)
-if string.find(v .. ',', ',' .. seq .. ',', 1, true) then return 0 end
+if gen_applied(v, seq) then return 0 end
 local count = tonumber(h[1])
 if ARGV[4] ~= '1' and count > 1 then
-    local rest = string.sub(v, #gen + 1) .. ',' .. seq
-    if #rest > 52 then rest = string.sub(rest, -52) end
-    redis.call('hset', KEYS[1], ARGV[3], count - 1, genf, gen .. rest)
+    redis.call('hset', KEYS[1], ARGV[3], count - 1, genf, gen_apply(v, gen, seq))
     redis.call('pexpire', KEYS[1], ARGV[2])
     return 0
 end

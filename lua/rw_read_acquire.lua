@@ -28,6 +28,7 @@
 -- Returns as acquire.lua: {0, generation} held; the holder's PTTL (or the
 -- waiting writer's) when held elsewhere; -3 cancelled or a late copy.
 local genf = ARGV[2] .. ':gen'
+--@include lib/gens.lua
 if redis.call('exists', KEYS[2]) == 1 then return -3 end
 local tag = KEYS[1]
 if not string.find(tag, '{', 1, true) then tag = '{' .. tag .. '}' end
@@ -41,21 +42,19 @@ if mode then
     local h = redis.call('hmget', KEYS[1], ARGV[2], genf)
     if h[1] then
         local v = string.sub(h[2] or 'g', 2)
-        local gen = string.match(v, '^[^,]*')
+        local gen = gen_of(v)
         if gen == ARGV[3] then return {0, gen} end
         local seq = string.sub(ARGV[3], 1, 12)
-        if string.find(v .. ',', ',' .. seq .. ',', 1, true) then return {0, gen} end
+        if gen_applied(v, seq) then return {0, gen} end
         local count = tonumber(h[1])
         if ARGV[4] ~= '1' then
-            local rest = string.sub(v, #gen + 1) .. ',' .. seq
-            if #rest > 52 then rest = string.sub(rest, -52) end
-            redis.call('hset', KEYS[1], ARGV[2], count + 1, genf, 'g' .. gen .. rest)
+            redis.call('hset', KEYS[1], ARGV[2], count + 1, genf, 'g' .. gen_apply(v, gen, seq))
             redis.call('set', tprefix .. (count + 1), 1, 'px', ARGV[1])
             pexpire_at_least(ARGV[1])
             return {0, gen}
         end
         -- A leftover of an earlier attempt or hold (see acquire.lua).
-        if #gen == 32 and tonumber(string.sub(gen, 1, 12), 16) > tonumber(seq, 16) then
+        if gen_newer_than(gen, seq) then
             redis.call('set', KEYS[2], 'x', 'px', ARGV[1])
             return -3
         end

@@ -35,22 +35,21 @@ if not h[1] then
     end
     return nil
 end
+--@include lib/gens.lua
 local v = string.sub(h[2] or 'g', 2)
-local gen = string.match(v, '^[^,]*')
+local gen = gen_of(v)
 if gen ~= '' and ARGV[5] ~= '' and
         not string.find(',' .. ARGV[5] .. ',', ',' .. gen .. ',', 1, true) then
     return nil
 end
 local seq = string.sub(KEYS[3], -32, -21)
-if string.find(v .. ',', ',' .. seq .. ',', 1, true) then return 0 end
+if gen_applied(v, seq) then return 0 end
 local count = tonumber(h[1])
 local function timeout_key(reader, n)
     return tag .. ':' .. reader .. ':rwlock_timeout:' .. n
 end
 if ARGV[4] ~= '1' and count > 1 then
-    local rest = string.sub(v, #gen + 1) .. ',' .. seq
-    if #rest > 52 then rest = string.sub(rest, -52) end
-    redis.call('hset', KEYS[1], field, count - 1, genf, 'g' .. gen .. rest)
+    redis.call('hset', KEYS[1], field, count - 1, genf, 'g' .. gen_apply(v, gen, seq))
     if writing then
         -- Never shorter: the writer's own read holds may outlast it.
         redis.call('pexpire', KEYS[1],

@@ -25,6 +25,7 @@
 -- Returns as acquire.lua, and the error "EUPGRADE ..." when the owner holds
 -- a read hold here: waiting for the readers to leave would wait for itself.
 local genf = ARGV[2] .. ':gen'
+--@include lib/gens.lua
 if redis.call('exists', KEYS[2]) == 1 then return -3 end
 local mode = redis.call('hget', KEYS[1], 'mode')
 local reader = string.sub(ARGV[2], 1, -7)
@@ -32,24 +33,22 @@ if mode == 'write' then
     local h = redis.call('hmget', KEYS[1], ARGV[2], genf)
     if h[1] then
         local v = string.sub(h[2] or 'g', 2)
-        local gen = string.match(v, '^[^,]*')
+        local gen = gen_of(v)
         if gen == ARGV[3] then
             local t = 0
             if #KEYS >= 4 then t = tonumber(redis.call('get', KEYS[4]) or '0') end
             return {t, gen}
         end
         local seq = string.sub(ARGV[3], 1, 12)
-        if string.find(v .. ',', ',' .. seq .. ',', 1, true) then return {0, gen} end
+        if gen_applied(v, seq) then return {0, gen} end
         if ARGV[4] ~= '1' then
-            local rest = string.sub(v, #gen + 1) .. ',' .. seq
-            if #rest > 52 then rest = string.sub(rest, -52) end
-            redis.call('hset', KEYS[1], ARGV[2], tonumber(h[1]) + 1, genf, 'g' .. gen .. rest)
+            redis.call('hset', KEYS[1], ARGV[2], tonumber(h[1]) + 1, genf, 'g' .. gen_apply(v, gen, seq))
             -- Never shorter: the writer's own read holds may outlast it.
             redis.call('pexpire', KEYS[1],
                        math.max(redis.call('pttl', KEYS[1]), tonumber(ARGV[1])))
             return {0, gen}
         end
-        if #gen == 32 and tonumber(string.sub(gen, 1, 12), 16) > tonumber(seq, 16) then
+        if gen_newer_than(gen, seq) then
             redis.call('set', KEYS[2], 'x', 'px', ARGV[1])
             return -3
         end

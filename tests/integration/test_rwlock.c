@@ -855,6 +855,70 @@ START_TEST(test_failed_quorum_leaves_nothing)
 }
 END_TEST
 
+/* A retried re-entry or release reaches a node twice: the hold's
+ * generation record (lua/lib/gens.lua) remembers the request, and the
+ * second copy changes nothing. By EVAL on one node, for a write hold and a
+ * read hold, so the record is the only thing that can tell. */
+static void check_replays_apply_once(int writing)
+{
+    char name[64], field[96], genf[112], latch[4][160], mark[160], chan[160], plain[160];
+    const char *ids[4] = {"00000000000100000000000000000001", "00000000000200000000000000000002",
+                          "00000000000300000000000000000003", "00000000000400000000000000000004"};
+    const char *script = writing ? "rw_write_acquire.lua" : "rw_read_acquire.lua";
+    redisReply *r;
+    int k, copy;
+
+    rig_unique_name(name, sizeof(name), "rw", writing ? "replayw" : "replayr");
+    snprintf(field, sizeof(field), "replay-client:1%s", writing ? ":write" : "");
+    snprintf(genf, sizeof(genf), "%s:gen", field);
+    snprintf(mark, sizeof(mark), "redlock_rwwait:{%s}", name);
+    snprintf(chan, sizeof(chan), "redisson_rwlock:{%s}", name);
+    snprintf(plain, sizeof(plain), "redisson_lock__channel:{%s}", name);
+    for (k = 0; k < 4; k++)
+        snprintf(latch[k], sizeof(latch[k]), "redlock_latch:{%s}:%s", name, ids[k]);
+    /* A fresh grant (ids[0]), then a re-entry (ids[1]) sent twice. */
+    for (k = 0; k < 2; k++)
+        for (copy = 0; copy < 1 + k; copy++) {
+            r = eval_file(0, script, 3, 8,
+                          (const char *[]){name, latch[k], mark, "10000", field, ids[k],
+                                           k == 0 ? "1" : "0", "0"});
+            ck_assert_msg(r->type == REDIS_REPLY_ARRAY, "%s copy %d of request %d: %s", script,
+                          copy + 1, k, r->type == REDIS_REPLY_ERROR ? r->str : "refused");
+            freeReplyObject(r);
+        }
+    ck_assert_str_eq(cli(0, "HGET %s %s", name, field), "2");
+    /* A release (ids[2]) sent twice leaves one hold. */
+    for (copy = 0; copy < 2; copy++) {
+        r = eval_file(0, "rw_release.lua", 4, 9,
+                      (const char *[]){name, chan, latch[2], plain, "0", "10000", field, "0",
+                                       ids[0]});
+        ck_assert_msg(r->type == REDIS_REPLY_INTEGER && r->integer == 0,
+                      "rw_release copy %d: not 'still held'", copy + 1);
+        freeReplyObject(r);
+    }
+    ck_assert_str_eq(cli(0, "HGET %s %s", name, field), "1");
+    ck_assert_msg(strstr(cli(0, "HGET %s %s", name, genf), ids[0]) != NULL,
+                  "the generation changed: %s", cli(0, "HGET %s %s", name, genf));
+    /* The last release ends it. */
+    r = eval_file(0, "rw_release.lua", 4, 9,
+                  (const char *[]){name, chan, latch[3], plain, "0", "10000", field, "0", ids[0]});
+    ck_assert_int_eq(r->integer, 1);
+    freeReplyObject(r);
+    ck_assert_str_eq(cli(0, "EXISTS %s", name), "0");
+}
+
+START_TEST(test_write_replays_apply_once)
+{
+    check_replays_apply_once(1);
+}
+END_TEST
+
+START_TEST(test_read_replays_apply_once)
+{
+    check_replays_apply_once(0);
+}
+END_TEST
+
 /* ------------------------------------------------------------------------ */
 
 int main(void)
@@ -875,5 +939,7 @@ int main(void)
     RIG_ADD_CASE(s, test_vanished_read_hold_restored_beside_other_reader, 60);
     RIG_ADD_CASE(s, test_watchdog_and_loss, 60);
     RIG_ADD_CASE(s, test_failed_quorum_leaves_nothing, 60);
+    RIG_ADD_CASE(s, test_write_replays_apply_once, 60);
+    RIG_ADD_CASE(s, test_read_replays_apply_once, 60);
     return run_suite(s);
 }

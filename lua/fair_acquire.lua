@@ -85,6 +85,7 @@ local function enqueue()
         -- taken their wait off every timeout): then the place goes back
         -- in order, below.
         redis.call('zadd', KEYS[6], lapse, ARGV[2])
+        redis.call('persist', KEYS[6])
         redis.call('zadd', KEYS[4], lapse + 600000, ARGV[2])
         return
     end
@@ -127,6 +128,7 @@ local function enqueue()
         redis.call('rpush', KEYS[3], ARGV[2])
     end
     redis.call('zadd', KEYS[6], lapse, ARGV[2])
+    redis.call('persist', KEYS[6])
     redis.call('zadd', KEYS[4], lapse + 600000, ARGV[2])
     redis.call('zadd', KEYS[5], ARGV[5], ARGV[2])
     -- Receipts whose place would have lapsed by now are of no use to an
@@ -197,6 +199,7 @@ if first and first ~= ARGV[2] then
         if dropped then
             redis.call('publish', 'redisson_lock__channel' .. string.sub(KEYS[3], 20) .. ':' ..
                        first, '0')
+            if ARGV[5] == '' then lapses_expire_with_receipts(KEYS[6], now) end
         end
         enqueue()
         return refuse(math.max(math.min(lapse - now, tonumber(ARGV[6])), 0))
@@ -212,6 +215,7 @@ elseif first then
         redis.call('zadd', KEYS[6], -lapse, first)
     end
 end
+if first or dropped then lapses_expire_with_receipts(KEYS[6], now) end
 redis.call('hset', KEYS[1], ARGV[2], 1, genf, ARGV[3])
 redis.call('pexpire', KEYS[1], ARGV[1])
 if #KEYS < 7 then return {0, ARGV[3]} end

@@ -61,5 +61,6 @@ if (was_first or dropped) and redis.call('exists', KEYS[1]) == 0 then
     local next = first_waiter(KEYS[3], KEYS[4], KEYS[5], KEYS[6], now)
     if next then redis.call('publish', KEYS[2] .. ':' .. next, ARGV[1]) end
 end
+lapses_expire_with_receipts(KEYS[6], now)
 if removed > 0 then return 1 end
 return 0

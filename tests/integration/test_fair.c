@@ -1670,6 +1670,69 @@ START_TEST(test_new_place_replaces_stale_receipt)
 }
 END_TEST
 
+/* A holder that never releases (it died, or its releases never landed)
+ * leaves its grant's receipt in the lapses set. The receipt is of use only
+ * until the place's lapse it keeps; after that, nothing of the lock may
+ * stay behind for ever, whether the holder was the only waiter (first
+ * run) or another waiter was queued at the grant and left later (second
+ * run). Short leases and places, so that it takes seconds. */
+static void check_dead_holder_leaves_nothing(const char *tag, int other_waits)
+{
+    redlock_client *c = client_over(1);
+    redlock_lock *holder;
+    char name[64], latch[2][192];
+    const char *ids[2] = {"000000000001cdcdcdcdcdcdcdcdcdcd", "000000000002cdcdcdcdcdcdcdcdcd"};
+    int64_t took;
+    probe p;
+    int k;
+
+    rig_unique_name(name, sizeof(name), "fair", tag);
+    probe_open(&p, 1, name);
+    holder = fair_handle(c, name, 30000, 0);
+    acquire_ok(holder, HOLDER, 0, LEASE_MS);
+    /* The gone waiter queues (place 1.5 s), then is granted (lease 0.8 s)
+     * once the holder released: a receipt with the place's lapse. */
+    for (k = 0; k < 2; k++) {
+        const char *argv[] = {name, latch[k], p.queue, p.timeouts, p.tickets, p.lapses,
+                              "800", GONE_FIELD, ids[k], "1", GONE_TICKET, "1500"};
+
+        snprintf(latch[k], sizeof(latch[k]), "redlock_latch:{%s}:%s", name, ids[k]);
+        if (k == 0 && other_waits)
+            queue_by_hand(&p, RECEIPT_OTHER, "7", 30000);
+        if (k == 1)
+            unlock_ok(holder, HOLDER);
+        ck_assert_int_eq(gone_says("fair_acquire.lua", 6, 12, argv) == 0, k == 1);
+    }
+    ck_assert_msg(!no_member(&p, 0, p.lapses, GONE_FIELD), "the grant left no receipt");
+    if (other_waits) {
+        const char *other[] = {name, p.channel, p.queue, p.timeouts, p.tickets, p.lapses,
+                               "0", RECEIPT_OTHER, "7"};
+
+        ck_assert_int_eq(gone_says("fair_leave.lua", 6, 9, other), 1);
+    }
+    /* The hold ends with its lease; the receipt with its lapse. */
+    took = wait_all_empty(&p, 5000);
+    ck_assert_int_ge(took, 0);
+    for (took = 0; took < 5000 && ask_int(&p, 0, "EXISTS %s", p.lapses, NULL) == 1; took += 50)
+        rig_sleep_ms(50);
+    ck_assert_msg(ask_int(&p, 0, "EXISTS %s", p.lapses, NULL) == 0,
+                  "the dead holder's receipt stays in %s (%lld members, TTL %lld ms)", p.lapses,
+                  ask_int(&p, 0, "ZCARD %s", p.lapses, NULL),
+                  ask_int(&p, 0, "PTTL %s", p.lapses, NULL));
+    fprintf(stderr, "dead holder (%s): its receipt went %lld ms after its hold\n", tag,
+            (long long)took);
+    redlock_lock_free(holder);
+    redlock_client_free(c);
+    probe_close(&p);
+}
+
+START_TEST(test_dead_holder_leaves_nothing)
+{
+    check_dead_holder_leaves_nothing("deadholder", 0);
+    check_dead_holder_leaves_nothing("deadholderq", 1);
+}
+END_TEST
+
 /* ------------------------------------------------------------------------ */
 /* 5i. A waiter whose quorum of grants always comes back too late does not
  *     keep the head of the queue. The late waiter is a child process over
@@ -1882,6 +1945,7 @@ int main(void)
     RIG_ADD_CASE(s, test_late_leave_keeps_next_receipt, 60);
     RIG_ADD_CASE(s, test_own_leave_drops_receipt, 60);
     RIG_ADD_CASE(s, test_new_place_replaces_stale_receipt, 60);
+    RIG_ADD_CASE(s, test_dead_holder_leaves_nothing, 60);
     RIG_ADD_CASE(s, test_earlier_place_does_not_grant_next_wait, 60);
     RIG_ADD_CASE(s, test_earlier_place_does_not_grant_fresh_try, 60);
     RIG_ADD_CASE(s, test_entry_without_ticket_not_listed_twice, 60);

@@ -54,6 +54,8 @@ contains "$dev" "${lib}libredlock\.so$" "the libredlock.so link"
 contains "$dev" "${lib}libredlock\.a$" "the static library"
 contains "$dev" "${lib}pkgconfig/redlock\.pc$" "redlock.pc"
 contains "$dev" "${lib}cmake/redlock/redlock-config\.cmake$" "the CMake package"
+contains "$dev" '^\./usr/share/redlock/lua/fair_acquire\.lua$' "the expanded scripts"
+lacks "$dev" '^\./usr/share/redlock/lua/lib/' "unexpanded script parts"
 lacks "$dev" '^\./usr/bin/' "programs"
 
 [ "$(field "$run" Package)" = redlock ] || fail "Package: $(field "$run" Package)"

@@ -44,12 +44,12 @@ end
 -- (whatever writes a place persists it). A receipt (scored -L) is of use
 -- until L, the lapse of the place its grant took: with no place left, the
 -- set expires with its last receipt, so a holder that never released
--- leaves nothing behind once that lapse is past. Call it wherever a
--- receipt is written or a place may have been removed; one call when no
--- receipt is there.
+-- leaves nothing behind once that lapse is past. A script that wrote a
+-- receipt or removed a member calls this (one call while places remain,
+-- as under contention); one that changed nothing leaves the set as the
+-- last writer left it.
 local function lapses_expire_with_receipts(lapses, now)
-    local lowest = redis.call('zrange', lapses, 0, 0, 'withscores')[2]
-    if not lowest or tonumber(lowest) >= 0 then return end
     if redis.call('zcount', lapses, 0, '+inf') > 0 then return end
-    redis.call('pexpire', lapses, math.max(-tonumber(lowest) - now, 1))
+    local lowest = redis.call('zrange', lapses, 0, 0, 'withscores')[2]
+    if lowest then redis.call('pexpire', lapses, math.max(-tonumber(lowest) - now, 1)) end
 end

@@ -86,5 +86,5 @@ if ARGV[4] ~= '' and receipt and -receipt > now then
 end
 local first, _, swept = first_waiter(KEYS[4], KEYS[5], KEYS[6], KEYS[7], now)
 if first and first ~= ARGV[3] then redis.call('publish', KEYS[2] .. ':' .. first, ARGV[1]) end
-if receipt or swept then lapses_expire_with_receipts(KEYS[7], now) end
+if swept then lapses_expire_with_receipts(KEYS[7], now) end
 return 1

@@ -84,8 +84,8 @@ local function enqueue()
         -- list entry (its stale-waiter loop does, once its own grants have
         -- taken their wait off every timeout): then the place goes back
         -- in order, below.
+        -- (The set is persistent while it holds this place.)
         redis.call('zadd', KEYS[6], lapse, ARGV[2])
-        redis.call('persist', KEYS[6])
         redis.call('zadd', KEYS[4], lapse + 600000, ARGV[2])
         return
     end

@@ -66,7 +66,10 @@ local function leave_and_wake(deleted)
         if next then redis.call('publish', KEYS[2] .. ':' .. next, ARGV[1]) end
         swept = dropped
     end
-    if lapse or swept then lapses_expire_with_receipts(KEYS[7], now) end
+    -- Only a removed place can leave receipts alone in the set.
+    if (lapse and tonumber(lapse) >= 0) or swept then
+        lapses_expire_with_receipts(KEYS[7], now)
+    end
 end
 local genf = ARGV[3] .. ':gen'
 local h = redis.call('hmget', KEYS[1], ARGV[3], genf)

@@ -44,10 +44,11 @@ end
 -- (whatever writes a place persists it). A receipt (scored -L) is of use
 -- until L, the lapse of the place its grant took: with no place left, the
 -- set expires with its last receipt, so a holder that never released
--- leaves nothing behind once that lapse is past. A script that wrote a
--- receipt or removed a member calls this (one call while places remain,
--- as under contention); one that changed nothing leaves the set as the
--- last writer left it.
+-- leaves nothing behind once that lapse is past. A script that removed a
+-- place calls this (one call while places remain, as under contention):
+-- only that can leave receipts alone in a set without a TTL. A set with
+-- no place has its TTL already, which adding or removing a receipt
+-- leaves correct enough: a receipt is written only where a place goes.
 local function lapses_expire_with_receipts(lapses, now)
     if redis.call('zcount', lapses, 0, '+inf') > 0 then return end
     local lowest = redis.call('zrange', lapses, 0, 0, 'withscores')[2]

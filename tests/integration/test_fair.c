@@ -1673,10 +1673,30 @@ END_TEST
 /* A holder that never releases (it died, or its releases never landed)
  * leaves its grant's receipt in the lapses set. The receipt is of use only
  * until the place's lapse it keeps; after that, nothing of the lock may
- * stay behind for ever, whether the holder was the only waiter (first
- * run) or another waiter was queued at the grant and left later (second
- * run). Short leases and places, so that it takes seconds. */
-static void check_dead_holder_leaves_nothing(const char *tag, int other_waits)
+ * stay behind for ever: whether the holder was the only waiter, or another
+ * waiter was queued at the grant and left later. And a waiter that queues
+ * while the set holds only that receipt (so has a TTL) keeps its place
+ * past the receipt's lapse. Short leases and places, so that it takes
+ * seconds. */
+typedef enum { HOLDER_ALONE, OTHER_QUEUED_BEFORE, OTHER_QUEUES_AFTER } dead_holder_case;
+
+static void other_says(probe *p, const char *script)
+{
+    const char *leave[] = {p->name, p->channel, p->queue, p->timeouts, p->tickets, p->lapses,
+                           "0", RECEIPT_OTHER, "7"};
+    char latch[192];
+    const char *acquire[] = {p->name, latch, p->queue, p->timeouts, p->tickets, p->lapses,
+                             "800", RECEIPT_OTHER, "000000000009efefefefefefefefefef", "1", "7",
+                             "30000"};
+
+    snprintf(latch, sizeof(latch), "redlock_latch:{%s}:%s", p->name, acquire[8]);
+    if (strcmp(script, "fair_leave.lua") == 0)
+        ck_assert_int_eq(gone_says(script, 6, 9, leave), 1);
+    else
+        ck_assert_int_gt(gone_says(script, 6, 12, acquire), 0);
+}
+
+static void check_dead_holder_leaves_nothing(const char *tag, dead_holder_case how)
 {
     redlock_client *c = client_over(1);
     redlock_lock *holder;
@@ -1697,19 +1717,25 @@ static void check_dead_holder_leaves_nothing(const char *tag, int other_waits)
                               "800", GONE_FIELD, ids[k], "1", GONE_TICKET, "1500"};
 
         snprintf(latch[k], sizeof(latch[k]), "redlock_latch:{%s}:%s", name, ids[k]);
-        if (k == 0 && other_waits)
+        if (k == 0 && how == OTHER_QUEUED_BEFORE)
             queue_by_hand(&p, RECEIPT_OTHER, "7", 30000);
         if (k == 1)
             unlock_ok(holder, HOLDER);
         ck_assert_int_eq(gone_says("fair_acquire.lua", 6, 12, argv) == 0, k == 1);
     }
     ck_assert_msg(!no_member(&p, 0, p.lapses, GONE_FIELD), "the grant left no receipt");
-    if (other_waits) {
-        const char *other[] = {name, p.channel, p.queue, p.timeouts, p.tickets, p.lapses,
-                               "0", RECEIPT_OTHER, "7"};
-
-        ck_assert_int_eq(gone_says("fair_leave.lua", 6, 9, other), 1);
+    if (how == OTHER_QUEUES_AFTER) {
+        /* Refused (held), it queues for 30 s; the receipt lapses in 1.5 s. */
+        ck_assert_int_gt(ask_int(&p, 0, "PTTL %s", p.lapses, NULL), 0);
+        other_says(&p, "fair_acquire.lua");
+        rig_sleep_ms(2000);
+        ck_assert_msg(!no_member(&p, 0, p.lapses, RECEIPT_OTHER) &&
+                          ask_int(&p, 0, "PTTL %s", p.lapses, NULL) == -1,
+                      "a live place lost its lapse with the receipt's (TTL %lld ms)",
+                      ask_int(&p, 0, "PTTL %s", p.lapses, NULL));
     }
+    if (how != HOLDER_ALONE)
+        other_says(&p, "fair_leave.lua");
     /* The hold ends with its lease; the receipt with its lapse. */
     took = wait_all_empty(&p, 5000);
     ck_assert_int_ge(took, 0);
@@ -1728,8 +1754,9 @@ static void check_dead_holder_leaves_nothing(const char *tag, int other_waits)
 
 START_TEST(test_dead_holder_leaves_nothing)
 {
-    check_dead_holder_leaves_nothing("deadholder", 0);
-    check_dead_holder_leaves_nothing("deadholderq", 1);
+    check_dead_holder_leaves_nothing("deadholder", HOLDER_ALONE);
+    check_dead_holder_leaves_nothing("deadholderq", OTHER_QUEUED_BEFORE);
+    check_dead_holder_leaves_nothing("deadholdera", OTHER_QUEUES_AFTER);
 }
 END_TEST
 

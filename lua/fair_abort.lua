@@ -80,11 +80,10 @@ if ARGV[4] ~= '' and receipt and -receipt > now then
     end
     local lapse = -receipt
     redis.call('zadd', KEYS[7], lapse, ARGV[3])
-    redis.call('persist', KEYS[7])
+    lapses_outlive(KEYS[7], lapse, now)
     redis.call('zadd', KEYS[5], lapse + 600000, ARGV[3])
     redis.call('zadd', KEYS[6], ARGV[4], ARGV[3])
 end
-local first, _, swept = first_waiter(KEYS[4], KEYS[5], KEYS[6], KEYS[7], now)
+local first = first_waiter(KEYS[4], KEYS[5], KEYS[6], KEYS[7], now)
 if first and first ~= ARGV[3] then redis.call('publish', KEYS[2] .. ':' .. first, ARGV[1]) end
-if swept then lapses_expire_with_receipts(KEYS[7], now) end
 return 1

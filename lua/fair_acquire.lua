@@ -84,8 +84,8 @@ local function enqueue()
         -- list entry (its stale-waiter loop does, once its own grants have
         -- taken their wait off every timeout): then the place goes back
         -- in order, below.
-        -- (The set is persistent while it holds this place.)
         redis.call('zadd', KEYS[6], lapse, ARGV[2])
+        lapses_outlive(KEYS[6], lapse, now)
         redis.call('zadd', KEYS[4], lapse + 600000, ARGV[2])
         return
     end
@@ -128,7 +128,7 @@ local function enqueue()
         redis.call('rpush', KEYS[3], ARGV[2])
     end
     redis.call('zadd', KEYS[6], lapse, ARGV[2])
-    redis.call('persist', KEYS[6])
+    lapses_outlive(KEYS[6], lapse, now)
     redis.call('zadd', KEYS[4], lapse + 600000, ARGV[2])
     redis.call('zadd', KEYS[5], ARGV[5], ARGV[2])
     -- Receipts whose place would have lapsed by now are of no use to an
@@ -199,7 +199,6 @@ if first and first ~= ARGV[2] then
         if dropped then
             redis.call('publish', 'redisson_lock__channel' .. string.sub(KEYS[3], 20) .. ':' ..
                        first, '0')
-            if ARGV[5] == '' then lapses_expire_with_receipts(KEYS[6], now) end
         end
         enqueue()
         return refuse(math.max(math.min(lapse - now, tonumber(ARGV[6])), 0))
@@ -215,7 +214,6 @@ elseif first then
         redis.call('zadd', KEYS[6], -lapse, first)
     end
 end
-if first or dropped then lapses_expire_with_receipts(KEYS[6], now) end
 redis.call('hset', KEYS[1], ARGV[2], 1, genf, ARGV[3])
 redis.call('pexpire', KEYS[1], ARGV[1])
 if #KEYS < 7 then return {0, ARGV[3]} end

@@ -37,7 +37,6 @@ local theirs = redis.call('zscore', KEYS[5], ARGV[2])
 local ours = ending == '' or not theirs or tonumber(theirs) == tonumber(ending)
 local was_first = ours and first == ARGV[2]
 local removed = 0
-local touched = dropped -- whether a place left the lapses set here
 if ours then
     removed = redis.call('lrem', KEYS[3], 0, ARGV[2])
     redis.call('zrem', KEYS[4], ARGV[2])
@@ -49,7 +48,6 @@ if ours then
     -- receipt is what gives its place back if that grant is undone. (A
     -- receipt naming no wait, from an older version, goes.)
     local lapse = tonumber(redis.call('zscore', KEYS[6], ARGV[2]) or '')
-    touched = touched or (lapse ~= nil and lapse >= 0)
     if lapse and lapse < 0 then
         local granted = receipt_ticket(KEYS[6], ARGV[2], lapse)
         if ending == '' or not granted or tonumber(granted) == tonumber(ending) then
@@ -60,10 +58,8 @@ if ours then
     end
 end
 if (was_first or dropped) and redis.call('exists', KEYS[1]) == 0 then
-    local next, _, swept = first_waiter(KEYS[3], KEYS[4], KEYS[5], KEYS[6], now)
+    local next = first_waiter(KEYS[3], KEYS[4], KEYS[5], KEYS[6], now)
     if next then redis.call('publish', KEYS[2] .. ':' .. next, ARGV[1]) end
-    touched = touched or swept
 end
-if touched then lapses_expire_with_receipts(KEYS[6], now) end
 if removed > 0 then return 1 end
 return 0

@@ -58,18 +58,11 @@ local function leave_and_wake(deleted)
     elseif lapse then
         redis.call('zrem', KEYS[7], ARGV[3])
     end
+    if not deleted and redis.call('exists', KEYS[1]) == 1 then return end
     local t = redis.call('time')
     local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-    local swept = false
-    if deleted or redis.call('exists', KEYS[1]) == 0 then
-        local next, _, dropped = first_waiter(KEYS[4], KEYS[5], KEYS[6], KEYS[7], now)
-        if next then redis.call('publish', KEYS[2] .. ':' .. next, ARGV[1]) end
-        swept = dropped
-    end
-    -- Only a removed place can leave receipts alone in the set.
-    if (lapse and tonumber(lapse) >= 0) or swept then
-        lapses_expire_with_receipts(KEYS[7], now)
-    end
+    local next = first_waiter(KEYS[4], KEYS[5], KEYS[6], KEYS[7], now)
+    if next then redis.call('publish', KEYS[2] .. ':' .. next, ARGV[1]) end
 end
 local genf = ARGV[3] .. ':gen'
 local h = redis.call('hmget', KEYS[1], ARGV[3], genf)

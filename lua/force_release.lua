@@ -25,5 +25,4 @@ local t = redis.call('time')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local next = first_waiter(KEYS[3], KEYS[4], KEYS[5], KEYS[6], now)
 if next then redis.call('publish', KEYS[2] .. ':' .. next, ARGV[1]) end
-lapses_expire_with_receipts(KEYS[6], now)
 return 1

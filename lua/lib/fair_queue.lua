@@ -40,17 +40,20 @@ local function first_waiter(queue, timeouts, tickets, lapses, now)
     return nil, nil, dropped
 end
 
--- The lapses set lives as long as a member is of use. A place keeps it
--- (whatever writes a place persists it). A receipt (scored -L) is of use
--- until L, the lapse of the place its grant took: with no place left, the
--- set expires with its last receipt, so a holder that never released
--- leaves nothing behind once that lapse is past. A script that removed a
--- place calls this (one call while places remain, as under contention):
--- only that can leave receipts alone in a set without a TTL. A set with
--- no place has its TTL already, which adding or removing a receipt
--- leaves correct enough: a receipt is written only where a place goes.
-local function lapses_expire_with_receipts(lapses, now)
-    if redis.call('zcount', lapses, 0, '+inf') > 0 then return end
-    local lowest = redis.call('zrange', lapses, 0, 0, 'withscores')[2]
-    if lowest then redis.call('pexpire', lapses, math.max(-tonumber(lowest) - now, 1)) end
+-- Our keys of a fair queue must not stay for ever after the last waiter
+-- (it may die, and a holder may never release, leaving its receipt). The
+-- lapses set is written only with a place, whose lapse is at most the
+-- wait lease away, and a receipt keeps that place's lapse: so it is given
+-- a TTL past the lapse of every place written to it, by as long again as
+-- Redisson's timeout entries of ours outlive their lapse (600 s, see
+-- fair_acquire.lua) and a second more. A live waiter renews its place,
+-- and so the set, long before that. When the set goes, the lapse of every
+-- place it held has passed, and so has the timeout entry first_waiter()
+-- would fall back to: nothing of ours can look alive without its lapse.
+local function lapses_outlive(lapses, lapse, now)
+    local ms = lapse - now + 601000
+    if redis.call('pexpire', lapses, ms, 'GT') == 0 then
+        -- No TTL yet (GT counts none as infinite), or a longer one.
+        redis.call('pexpire', lapses, ms, 'NX')
+    end
 end

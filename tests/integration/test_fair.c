@@ -1885,6 +1885,58 @@ START_TEST(test_always_late_waiter_yields_head)
 END_TEST
 
 /* ------------------------------------------------------------------------ */
+/* A retried re-entry or release of a fair hold reaches a node twice: the
+ * hold's generation record (lua/lib/gens.lua) remembers the request, and
+ * the second copy changes nothing. By EVAL on one node. */
+START_TEST(test_fair_replays_apply_once)
+{
+    const char *ids[4] = {"00000000000100000000000000000011", "00000000000200000000000000000012",
+                          "00000000000300000000000000000013", "00000000000400000000000000000014"};
+    char name[64], latch[4][192];
+    probe p;
+    int k, copy;
+
+    rig_unique_name(name, sizeof(name), "fair", "replay");
+    probe_open(&p, 1, name);
+    for (k = 0; k < 4; k++)
+        snprintf(latch[k], sizeof(latch[k]), "redlock_latch:{%s}:%s", name, ids[k]);
+    /* A fresh grant (ids[0], no ticket), then a re-entry (ids[1]) twice. */
+    for (k = 0; k < 2; k++)
+        for (copy = 0; copy < 1 + k; copy++) {
+            const char *argv[] = {name,  latch[k],   p.queue, p.timeouts,      p.tickets, p.lapses,
+                                  "10000", GONE_FIELD, ids[k], k == 0 ? "1" : "0", "",       "3000"};
+
+            ck_assert_int_eq(gone_says("fair_acquire.lua", 6, 12, argv), 0);
+        }
+    {
+        redisReply *r = ask(&p, 0, "HGET %s %s", name, GONE_FIELD);
+
+        ck_assert_str_eq(r->str, "2");
+        freeReplyObject(r);
+    }
+    /* A release (ids[2]) twice leaves one hold; the last one (ids[3]) ends it. */
+    for (k = 2; k < 4; k++)
+        for (copy = 0; copy < (k == 2 ? 2 : 1); copy++) {
+            const char *argv[] = {name,     p.channel, latch[k], p.queue, p.timeouts, p.tickets,
+                                  p.lapses, "0",       "10000",  GONE_FIELD, "0",     ids[0]};
+            redisReply *r = eval_file(0, "fair_release.lua", 7, 12, argv);
+
+            ck_assert_msg(r->type == REDIS_REPLY_INTEGER && r->integer == (k == 2 ? 0 : 1),
+                          "fair_release of request %d, copy %d: %lld", k, copy + 1,
+                          r->type == REDIS_REPLY_INTEGER ? r->integer : -100);
+            freeReplyObject(r);
+            if (k == 2) {
+                redisReply *h = ask(&p, 0, "HGET %s %s", name, GONE_FIELD);
+
+                ck_assert_str_eq(h->str, "1");
+                freeReplyObject(h);
+            }
+        }
+    ck_assert_int_eq(ask_int(&p, 0, "EXISTS %s", name, NULL), 0);
+    probe_close(&p);
+}
+END_TEST
+
 /* 6. Re-entry counts, also while others wait; a fenced re-entry keeps its
  *    token. */
 
@@ -1978,5 +2030,6 @@ int main(void)
     RIG_ADD_CASE(s, test_entry_without_ticket_not_listed_twice, 60);
     RIG_ADD_CASE(s, test_always_late_waiter_yields_head, 60);
     RIG_ADD_CASE(s, test_reentry_and_fencing, 60);
+    RIG_ADD_CASE(s, test_fair_replays_apply_once, 60);
     return run_suite(s);
 }

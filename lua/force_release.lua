@@ -17,10 +17,10 @@
 -- as a fair release does: fair waiters listen nowhere else, and whoever
 -- forces the lock (`redlock unlock --force` uses a plain handle) may not
 -- know its kind.
---@include lib/fair_queue.lua
 if redis.call('del', KEYS[1]) == 0 then return 0 end
 redis.call('publish', KEYS[2], ARGV[1])
 if #KEYS < 6 then return 1 end
+--@include lib/fair_queue.lua
 local t = redis.call('time')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local next = first_waiter(KEYS[3], KEYS[4], KEYS[5], KEYS[6], now)

@@ -28,7 +28,6 @@
 -- Returns as acquire.lua: {0, generation} held; the holder's PTTL (or the
 -- waiting writer's) when held elsewhere; -3 cancelled or a late copy.
 local genf = ARGV[2] .. ':gen'
---@include lib/gens.lua
 if redis.call('exists', KEYS[2]) == 1 then return -3 end
 local tag = KEYS[1]
 if not string.find(tag, '{', 1, true) then tag = '{' .. tag .. '}' end
@@ -41,6 +40,7 @@ end
 if mode then
     local h = redis.call('hmget', KEYS[1], ARGV[2], genf)
     if h[1] then
+--@include lib/gens.lua
         local v = string.sub(h[2] or 'g', 2)
         local gen = gen_of(v)
         if gen == ARGV[3] then return {0, gen} end

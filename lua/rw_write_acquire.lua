@@ -25,13 +25,13 @@
 -- Returns as acquire.lua, and the error "EUPGRADE ..." when the owner holds
 -- a read hold here: waiting for the readers to leave would wait for itself.
 local genf = ARGV[2] .. ':gen'
---@include lib/gens.lua
 if redis.call('exists', KEYS[2]) == 1 then return -3 end
 local mode = redis.call('hget', KEYS[1], 'mode')
 local reader = string.sub(ARGV[2], 1, -7)
 if mode == 'write' then
     local h = redis.call('hmget', KEYS[1], ARGV[2], genf)
     if h[1] then
+--@include lib/gens.lua
         local v = string.sub(h[2] or 'g', 2)
         local gen = gen_of(v)
         if gen == ARGV[3] then

@@ -40,8 +40,10 @@ local function first_waiter(queue, timeouts, tickets, lapses, now)
     return nil, nil, dropped
 end
 
--- Our keys of a fair queue must not stay for ever after the last waiter
--- (it may die, and a holder may never release, leaving its receipt). The
+-- The lapses set must not stay for ever after the last waiter (it may
+-- die, and a holder may never release, leaving its receipt). (A dead
+-- waiter's entries in the queue, the timeouts and the tickets stay until
+-- the next fair call on the name sweeps them, as in Redisson.) The
 -- lapses set is written only with a place, whose lapse is at most the
 -- wait lease away, and a receipt keeps that place's lapse: so it is given
 -- a TTL past the lapse of every place written to it, by as long again as

@@ -5,11 +5,12 @@
 -- the last four re-entries and decrements applied to it. Every script
 -- that grants, re-enters, releases or undoes a hold reads it through
 -- these, pasted where the script has the line
--- "--@include lib/gens.lua" (cmake/embed_lua.cmake). The plain lock's
--- scripts paste them past the point where the common path (a fresh grant,
--- a last release) has returned: a local function is a closure made on
+-- "--@include lib/gens.lua" (cmake/embed_lua.cmake). Acquires paste them
+-- inside the branch that finds a hold of the caller, the plain release past
+-- its common path (the last hold): a local function is a closure made on
 -- every call that reaches its definition (these four cost about 0.2 us of
--- server time per call, a percent or two of a lock cycle's).
+-- server time per call, a percent or two of a lock cycle's), and a fresh
+-- grant never needs them.
 
 -- The hold's generation ("" for a hold without one).
 local function gen_of(record)
